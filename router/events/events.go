@@ -1,0 +1,98 @@
+// Package events is the vocabulary that flows into and out of the routing
+// core. Live adapters (etcd and Kubernetes watches, ZMQ subscribers, HTTP)
+// and the simulator produce the same events; the recorder persists them as
+// they crossed the boundary, so a replay feeds the same inputs through the
+// same code.
+//
+// Every input carries At, its receipt time read from the host's Clock. Core
+// state that records time (a worker's first_seen, a sample's age) takes it
+// from At, so replaying recorded events reproduces the same state.
+package events
+
+import "time"
+
+// Keyspace names one of the discovery prefixes Dynamo workers write.
+type Keyspace uint8
+
+const (
+	// Instances holds Endpoint records (v1/instances/...).
+	Instances Keyspace = iota + 1
+	// Models holds model-card records (v1/mdc/...).
+	Models
+	// EventChannels holds event-plane publisher records (v1/event_channels/...).
+	EventChannels
+)
+
+// String is the keyspace's short name, used in logs and metrics.
+func (k Keyspace) String() string {
+	switch k {
+	case Instances:
+		return "instances"
+	case Models:
+		return "models"
+	case EventChannels:
+		return "event_channels"
+	}
+	return "unknown"
+}
+
+// Event is any input or output of the core.
+type Event interface {
+	// Time is the instant the event crossed into (or out of) the core.
+	Time() time.Time
+}
+
+// KV is one discovery record as read from the store.
+type KV struct {
+	Keyspace Keyspace
+	Key      string
+	Value    []byte
+}
+
+// DiscoveryPut reports that a key under a watched prefix now holds Value.
+// Namespace is the Dynamo namespace of the watched prefix the key came from;
+// it is never read from the value.
+type DiscoveryPut struct {
+	At        time.Time
+	Namespace string
+	KV
+	Revision int64
+}
+
+// DiscoveryDelete reports that a key under a watched prefix was removed
+// (deleted, or its lease lapsed).
+type DiscoveryDelete struct {
+	At        time.Time
+	Namespace string
+	Keyspace  Keyspace
+	Key       string
+	Revision  int64
+}
+
+// DiscoveryResync carries the complete contents of one namespace's watched
+// prefixes, read by range gets. It replaces everything held for Namespace at
+// once, so a resync that finds the same fleet changes nothing.
+type DiscoveryResync struct {
+	At        time.Time
+	Namespace string
+	Records   []KV
+	Revision  int64
+}
+
+// DiscoveryPrune keeps only the listed namespaces and drops every record of
+// the others (a namespace removed from the configuration).
+type DiscoveryPrune struct {
+	At   time.Time
+	Keep []string
+}
+
+// DiscoveryReset drops every held record (the watcher was replaced).
+type DiscoveryReset struct {
+	At time.Time
+}
+
+func (e DiscoveryPut) Time() time.Time    { return e.At }
+func (e DiscoveryDelete) Time() time.Time { return e.At }
+func (e DiscoveryResync) Time() time.Time { return e.At }
+func (e DiscoveryPrune) Time() time.Time  { return e.At }
+func (e DiscoveryReset) Time() time.Time  { return e.At }
