@@ -1,15 +1,55 @@
+// Command switchyard routes LLM requests across an NVIDIA Dynamo fleet.
+// Each capability adds a subcommand (serve, config, demo, ...).
 package main
 
 import (
-	_ "github.com/fsnotify/fsnotify"
-	_ "github.com/prometheus/client_golang/prometheus"
-	_ "github.com/spf13/cobra"
-	_ "github.com/stretchr/testify/require"
-	_ "go.etcd.io/etcd/client/v3"
-	_ "go.etcd.io/etcd/server/v3/embed"
-	_ "go.uber.org/goleak"
-	_ "gopkg.in/yaml.v3"
-	_ "pgregory.net/rapid"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
 )
 
-func main() {}
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// subcommands is filled by each command file's init, so files stay independent.
+var subcommands []func() *cobra.Command
+
+func register(f func() *cobra.Command) { subcommands = append(subcommands, f) }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "switchyard",
+		Short:         "Switchyard routes LLM requests across an NVIDIA Dynamo fleet",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, f := range subcommands {
+		root.AddCommand(f())
+	}
+	return root
+}
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a specific process exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 1
+}
