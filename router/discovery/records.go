@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"switchyard/router/events"
 )
 
 // Compiled-in ceilings on fleet-authored discovery records.
@@ -140,6 +142,12 @@ type envelope struct {
 	Topic       string          `json:"topic"`
 	Scope       json.RawMessage `json:"scope"`
 	Transport   json.RawMessage `json:"transport"`
+}
+
+var keyspaceTypes = map[events.Keyspace]recordKind{
+	events.Instances:     kindEndpoint,
+	events.Models:        kindModel,
+	events.EventChannels: kindEventChannel,
 }
 
 // endpointRecord is an Endpoint value.
@@ -304,13 +312,17 @@ var (
 
 // parseRecord decodes one value found in namespace ns. It never panics and
 // never trusts a namespace written inside the value.
-func parseRecord(ns string, value []byte) (parsed, error) {
+func parseRecord(ns string, ks events.Keyspace, value []byte) (parsed, error) {
 	if len(value) > MaxRecordBytes {
 		return parsed{}, errOversized
 	}
 	var e envelope
 	if err := json.Unmarshal(value, &e); err != nil {
 		return parsed{}, err
+	}
+	// Each bucket holds one record type; anything else is out of place.
+	if want, ok := keyspaceTypes[ks]; ok && e.Type != want && (e.Type == kindEndpoint || e.Type == kindModel || e.Type == kindEventChannel) {
+		return parsed{}, fmt.Errorf("%s record under the %s keyspace", e.Type, ks)
 	}
 	switch e.Type {
 	case kindEndpoint:

@@ -51,6 +51,15 @@ type WorkerKey struct {
 // Key returns the worker's identity.
 func (w *Worker) Key() WorkerKey { return WorkerKey{w.Namespace, w.InstanceID} }
 
+func (k WorkerKey) less(o WorkerKey) bool {
+	if k.Namespace != o.Namespace {
+		return k.Namespace < o.Namespace
+	}
+	return k.InstanceID < o.InstanceID
+}
+
+// cardKey is what a base card joins on; a legacy card has empty component
+// and endpoint.
 type cardKey struct {
 	namespace, component, endpoint string
 	instanceID                     uint64
@@ -61,6 +70,10 @@ type publisherKey struct {
 	id        uint64
 }
 
+// keySet holds the etcd keys claiming one identity; more than one is a
+// conflict.
+type keySet map[string]struct{}
+
 // held is one etcd key's current record.
 type held struct {
 	namespace string
@@ -70,26 +83,50 @@ type held struct {
 	updatedAt time.Time
 }
 
+// View is the fleet as discovery sees it.
+type View struct {
+	// Workers, sorted by namespace then instance id.
+	Workers []*Worker
+	// Publishers, sorted by namespace, topic, then publisher id.
+	Publishers []*Publisher
+}
+
 // Reducer folds discovery events into a fleet view. It is a pure function
 // of its event stream: no clock reads, no goroutines, no I/O besides logging
 // through the injected logger. One Reducer lives as long as its watcher, so
 // first_seen survives resyncs.
+//
+// Records are held by etcd key and indexed by the identity read from their
+// value. Each event marks the identities it touched; View recomputes only
+// those, so one change in a large fleet costs little.
 type Reducer struct {
 	log   *slog.Logger
 	count func(kind string)
 
-	keys  map[events.Keyspace]map[string]*held
-	dirty bool
+	keys map[events.Keyspace]map[string]*held
 
+	// Identity indexes over held records.
+	generate   map[WorkerKey]keySet
+	cards      map[cardKey]keySet
+	publishers map[publisherKey]keySet
+
+	// Identities touched since the last View.
+	dirtyWorkers    map[WorkerKey]struct{}
+	dirtyCards      map[cardKey]struct{}
+	dirtyPublishers bool
+
+	workers   map[WorkerKey]*Worker
 	firstSeen map[WorkerKey]time.Time
-	// Conflicts and exclusions already logged, so each is logged once while
-	// it lasts.
-	loggedConflicts  map[string]struct{}
+	view      *View
+
+	// What has been logged, so each conflict, exclusion and release is
+	// logged once while it lasts.
+	loggedGenerate   map[WorkerKey]string
+	loggedCards      map[cardKey]string
+	loggedPublishers map[publisherKey]string
 	loggedExclusions map[WorkerKey]struct{}
 	loggedReleases   map[WorkerKey]struct{}
 	capacityLogged   map[events.Keyspace]bool
-
-	view *View
 }
 
 var hashSeed = maphash.MakeSeed()
@@ -102,24 +139,27 @@ func NewReducer(log *slog.Logger, count func(kind string)) *Reducer {
 	if count == nil {
 		count = func(string) {}
 	}
-	r := &Reducer{log: log, count: count}
-	r.reset()
-	r.firstSeen = map[WorkerKey]time.Time{}
-	r.loggedConflicts = map[string]struct{}{}
-	r.loggedExclusions = map[WorkerKey]struct{}{}
-	r.loggedReleases = map[WorkerKey]struct{}{}
-	r.capacityLogged = map[events.Keyspace]bool{}
-	r.view = &View{}
-	return r
-}
-
-func (r *Reducer) reset() {
-	r.keys = map[events.Keyspace]map[string]*held{
-		events.Instances:     {},
-		events.Models:        {},
-		events.EventChannels: {},
+	r := &Reducer{
+		log: log, count: count,
+		keys: map[events.Keyspace]map[string]*held{
+			events.Instances: {}, events.Models: {}, events.EventChannels: {},
+		},
+		generate:         map[WorkerKey]keySet{},
+		cards:            map[cardKey]keySet{},
+		publishers:       map[publisherKey]keySet{},
+		dirtyWorkers:     map[WorkerKey]struct{}{},
+		dirtyCards:       map[cardKey]struct{}{},
+		workers:          map[WorkerKey]*Worker{},
+		firstSeen:        map[WorkerKey]time.Time{},
+		view:             &View{},
+		loggedGenerate:   map[WorkerKey]string{},
+		loggedCards:      map[cardKey]string{},
+		loggedPublishers: map[publisherKey]string{},
+		loggedExclusions: map[WorkerKey]struct{}{},
+		loggedReleases:   map[WorkerKey]struct{}{},
+		capacityLogged:   map[events.Keyspace]bool{},
 	}
-	r.dirty = true
+	return r
 }
 
 // Apply folds one event. Unknown event types are ignored.
@@ -130,12 +170,7 @@ func (r *Reducer) Apply(ev events.Event) {
 		r.put(e.Namespace, e.KV, e.At)
 	case events.DiscoveryDelete:
 		r.count("delete")
-		if m := r.keys[e.Keyspace]; m != nil {
-			if _, ok := m[e.Key]; ok {
-				delete(m, e.Key)
-				r.dirty = true
-			}
-		}
+		r.remove(e.Keyspace, e.Key)
 	case events.DiscoveryResync:
 		r.count("resync")
 		r.resync(e)
@@ -148,52 +183,66 @@ func (r *Reducer) Apply(ev events.Event) {
 		r.dropWhere(func(h *held) bool { return !keep[h.namespace] })
 	case events.DiscoveryReset:
 		r.count("reset")
-		r.reset()
+		r.dropWhere(func(*held) bool { return true })
 	}
 }
 
 func (r *Reducer) dropWhere(drop func(*held) bool) {
-	for _, m := range r.keys {
+	for ks, m := range r.keys {
 		for k, h := range m {
 			if drop(h) {
-				delete(m, k)
-				r.dirty = true
+				r.remove(ks, k)
 			}
 		}
 	}
 }
 
-// resync replaces everything held for one namespace. Records whose value is
-// unchanged keep their last_updated time.
+// resync makes one namespace hold exactly the given records. Unchanged
+// values cost a hash; removed keys are deleted first, so that which new keys
+// fit under the ceiling depends on key order, not on the store's order.
 func (r *Reducer) resync(e events.DiscoveryResync) {
-	old := map[events.Keyspace]map[string]*held{}
+	incoming := make(map[events.Keyspace]map[string]struct{}, 3)
+	for _, kv := range e.Records {
+		if incoming[kv.Keyspace] == nil {
+			incoming[kv.Keyspace] = map[string]struct{}{}
+		}
+		incoming[kv.Keyspace][kv.Key] = struct{}{}
+	}
 	for ks, m := range r.keys {
-		old[ks] = map[string]*held{}
 		for k, h := range m {
-			if h.namespace == e.Namespace {
-				old[ks][k] = h
-				delete(m, k)
+			if _, ok := incoming[ks][k]; !ok && h.namespace == e.Namespace {
+				r.remove(ks, k)
 			}
 		}
 	}
-	r.dirty = true
-	// Key order decides which new keys fit under the ceiling, so the
-	// outcome does not depend on the order a store returned them in.
-	recs := slices.Clone(e.Records)
-	sort.Slice(recs, func(i, j int) bool {
-		if recs[i].Keyspace != recs[j].Keyspace {
-			return recs[i].Keyspace < recs[j].Keyspace
-		}
-		return recs[i].Key < recs[j].Key
-	})
-	for _, kv := range recs {
-		if prev := old[kv.Keyspace][kv.Key]; prev != nil {
-			r.keys[kv.Keyspace][kv.Key] = prev // counts as existing for the ceiling
-		}
+	recs := e.Records
+	if r.mayOverflow(recs) {
+		recs = slices.Clone(recs)
+		sort.Slice(recs, func(i, j int) bool {
+			if recs[i].Keyspace != recs[j].Keyspace {
+				return recs[i].Keyspace < recs[j].Keyspace
+			}
+			return recs[i].Key < recs[j].Key
+		})
 	}
 	for _, kv := range recs {
 		r.put(e.Namespace, kv, e.At)
 	}
+}
+
+func (r *Reducer) mayOverflow(recs []events.KV) bool {
+	fresh := map[events.Keyspace]int{}
+	for _, kv := range recs {
+		if _, ok := r.keys[kv.Keyspace][kv.Key]; !ok {
+			fresh[kv.Keyspace]++
+		}
+	}
+	for ks, n := range fresh {
+		if len(r.keys[ks])+n > MaxRecordsPerKeyspace {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reducer) put(ns string, kv events.KV, at time.Time) {
@@ -215,7 +264,7 @@ func (r *Reducer) put(ns string, kv events.KV, at time.Time) {
 	if exists && prev.hash == h && prev.size == len(kv.Value) && prev.namespace == ns {
 		return // idempotent: same value, nothing to redo
 	}
-	rec, err := parseRecord(ns, kv.Value)
+	rec, err := parseRecord(ns, kv.Keyspace, kv.Value)
 	if err != nil {
 		kind := "malformed"
 		if err == errOversized {
@@ -225,190 +274,247 @@ func (r *Reducer) put(ns string, kv events.KV, at time.Time) {
 		r.log.Warn("skipping discovery record", "reason", kind, "keyspace", kv.Keyspace.String(),
 			"key", kv.Key, "bytes", len(kv.Value), "error", err)
 		// The store no longer holds the previous value: forget it too.
-		if exists {
-			delete(m, kv.Key)
-			r.dirty = true
-		}
+		r.remove(kv.Keyspace, kv.Key)
 		return
 	}
-	m[kv.Key] = &held{namespace: ns, hash: h, size: len(kv.Value), rec: rec, updatedAt: at}
-	r.dirty = true
+	if exists {
+		r.unindex(kv.Key, prev)
+	}
+	nh := &held{namespace: ns, hash: h, size: len(kv.Value), rec: rec, updatedAt: at}
+	m[kv.Key] = nh
+	r.index(kv.Key, nh)
 	if len(m) < MaxRecordsPerKeyspace {
 		r.capacityLogged[kv.Keyspace] = false
+	}
+}
+
+func (r *Reducer) remove(ks events.Keyspace, key string) {
+	if h, ok := r.keys[ks][key]; ok {
+		delete(r.keys[ks], key)
+		r.unindex(key, h)
+	}
+}
+
+// index adds a held record to the identity indexes and marks what it touches.
+func (r *Reducer) index(key string, h *held) { r.walkIdentities(key, h, true) }
+
+func (r *Reducer) unindex(key string, h *held) { r.walkIdentities(key, h, false) }
+
+func (r *Reducer) walkIdentities(key string, h *held, add bool) {
+	switch {
+	case h.rec.endpoint != nil:
+		wk := WorkerKey{h.namespace, h.rec.endpoint.instanceID}
+		setMember(r.generate, wk, key, add)
+		r.dirtyWorkers[wk] = struct{}{}
+	case h.rec.card != nil && !h.rec.card.lora:
+		c := h.rec.card
+		ck := cardKey{h.namespace, c.component, c.endpoint, c.instanceID}
+		setMember(r.cards, ck, key, add)
+		r.dirtyCards[ck] = struct{}{}
+		r.dirtyWorkers[WorkerKey{h.namespace, c.instanceID}] = struct{}{}
+	case h.rec.channel != nil:
+		setMember(r.publishers, publisherKey{h.namespace, h.rec.channel.PublisherID}, key, add)
+		r.dirtyPublishers = true
+	}
+}
+
+func setMember[K comparable](idx map[K]keySet, id K, key string, add bool) {
+	s := idx[id]
+	if add {
+		if s == nil {
+			s = keySet{}
+			idx[id] = s
+		}
+		s[key] = struct{}{}
+		return
+	}
+	delete(s, key)
+	if len(s) == 0 {
+		delete(idx, id)
 	}
 }
 
 // Len reports how many keys are held in a keyspace.
 func (r *Reducer) Len(ks events.Keyspace) int { return len(r.keys[ks]) }
 
-// View materializes the fleet from the held records. It is cheap when
-// nothing changed since the last call: the same *View is returned.
+// View materializes the fleet. Only identities touched since the last call
+// are recomputed; with nothing touched the same *View is returned.
 func (r *Reducer) View() *View {
-	if !r.dirty {
+	if len(r.dirtyWorkers) == 0 && len(r.dirtyCards) == 0 && !r.dirtyPublishers {
 		return r.view
 	}
-	r.dirty = false
-	r.view = r.materialize()
-	return r.view
+	for ck := range r.dirtyCards {
+		checkConflict(r, r.loggedCards, ck, r.cards[ck], "card", func() string {
+			return fmt.Sprintf("%s/%s/%s/%x", ck.namespace, ck.component, ck.endpoint, ck.instanceID)
+		})
+	}
+	clear(r.dirtyCards)
+
+	next := &View{Workers: r.view.Workers, Publishers: r.view.Publishers}
+	if len(r.dirtyWorkers) > 0 {
+		next.Workers = r.updateWorkers()
+	}
+	if r.dirtyPublishers {
+		next.Publishers = r.collectPublishers()
+		r.dirtyPublishers = false
+	}
+	r.view = next
+	return next
 }
 
-// View is the fleet as discovery sees it.
-type View struct {
-	// Workers, sorted by namespace then instance id.
-	Workers []*Worker
-	// Publishers, sorted by namespace, topic, then publisher id.
-	Publishers []*Publisher
-}
+// updateWorkers recomputes the dirty workers and splices them into a copy of
+// the sorted worker list (published views are never mutated).
+func (r *Reducer) updateWorkers() []*Worker {
+	dirty := make([]WorkerKey, 0, len(r.dirtyWorkers))
+	for wk := range r.dirtyWorkers {
+		dirty = append(dirty, wk)
+	}
+	clear(r.dirtyWorkers)
+	sort.Slice(dirty, func(i, j int) bool { return dirty[i].less(dirty[j]) })
 
-func (r *Reducer) materialize() *View {
-	conflicts := map[string]struct{}{}
-
-	// 1. Generate endpoints, grouped by worker identity.
-	endpoints := map[WorkerKey][]string{}
-	for key, h := range r.keys[events.Instances] {
-		if ep := h.rec.endpoint; ep != nil {
-			wk := WorkerKey{h.namespace, ep.instanceID}
-			endpoints[wk] = append(endpoints[wk], key)
+	out := make([]*Worker, 0, len(r.view.Workers)+len(dirty))
+	old := r.view.Workers
+	i := 0
+	for _, wk := range dirty {
+		for i < len(old) && old[i].Key().less(wk) {
+			out = append(out, old[i])
+			i++
 		}
-	}
-	// 2. Base cards, grouped by join key. Legacy cards (no component and no
-	// endpoint) join on the instance alone.
-	cards := map[cardKey][]string{}
-	for key, h := range r.keys[events.Models] {
-		c := h.rec.card
-		if c == nil || c.lora {
-			continue
+		if i < len(old) && old[i].Key() == wk {
+			i++ // replaced (or removed) below
 		}
-		ck := cardKey{h.namespace, c.component, c.endpoint, c.instanceID}
-		cards[ck] = append(cards[ck], key)
-	}
-	refusedCards := map[cardKey]bool{}
-	for ck, keys := range cards {
-		if len(keys) > 1 {
-			refusedCards[ck] = true
-			r.conflict(conflicts, "card", fmt.Sprintf("%s/%s/%s/%x", ck.namespace, ck.component, ck.endpoint, ck.instanceID), keys)
-		}
-	}
-
-	workers := make([]*Worker, 0, len(endpoints))
-	excluded := map[WorkerKey]struct{}{}
-	for wk, keys := range endpoints {
-		if len(keys) > 1 {
-			r.conflict(conflicts, "generate instance", fmt.Sprintf("%s/%x", wk.Namespace, wk.InstanceID), keys)
-			continue
-		}
-		h := r.keys[events.Instances][keys[0]]
-		ep := h.rec.endpoint
-		w := &Worker{
-			Namespace: wk.Namespace, InstanceID: wk.InstanceID,
-			Component: ep.component, Endpoint: ep.endpoint,
-			Runtime:     RuntimeConfig{DPSize: 1},
-			LastUpdated: h.updatedAt,
-		}
-		card, cardHeld := r.joinCard(cards, refusedCards, wk, ep)
-		role := componentRole(ep.component)
-		if card != nil {
-			w.HasCard = true
-			w.Card = card.raw
-			if cardHeld.updatedAt.After(w.LastUpdated) {
-				w.LastUpdated = cardHeld.updatedAt
-			}
-			if t := card.card; t != nil {
-				w.Model, w.BlockSize, w.Runtime = t.Model, t.BlockSize, t.Runtime
-				claim := t.WorkerType
-				switch {
-				case role != RoleUnknown && claim != RoleUnknown && claim != role:
-					excluded[wk] = struct{}{}
-					if _, seen := r.loggedExclusions[wk]; !seen {
-						r.count("excluded")
-						r.log.Warn("excluding worker: component and card disagree on its role",
-							"namespace", wk.Namespace, "instance_id", fmt.Sprintf("%x", wk.InstanceID),
-							"component_role", role.String(), "card_role", claim.String())
-					}
-					continue
-				case role == RoleUnknown:
-					role = claim
-				}
-				if t.Release != "" {
-					if _, seen := r.loggedReleases[wk]; !seen {
-						r.loggedReleases[wk] = struct{}{}
-						r.log.Debug("worker release", "namespace", wk.Namespace,
-							"instance_id", fmt.Sprintf("%x", wk.InstanceID), "release", t.Release)
-					}
-				}
-			}
-		}
-		w.Role = role
-		if fs, ok := r.firstSeen[wk]; ok {
-			w.FirstSeen = fs
-		} else {
-			// New worker: first seen when its generate record arrived.
-			w.FirstSeen = h.updatedAt
-		}
-		workers = append(workers, w)
-	}
-	sort.Slice(workers, func(i, j int) bool {
-		a, b := workers[i], workers[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.InstanceID < b.InstanceID
-	})
-
-	// Remember first_seen for present workers only, so memory follows the fleet.
-	firstSeen := make(map[WorkerKey]time.Time, len(workers))
-	for _, w := range workers {
-		firstSeen[w.Key()] = w.FirstSeen
-	}
-	r.firstSeen = firstSeen
-	r.loggedExclusions = excluded
-	for wk := range r.loggedReleases {
-		if _, ok := firstSeen[wk]; !ok {
+		w := r.buildWorker(wk)
+		if w == nil {
+			delete(r.workers, wk)
+			delete(r.firstSeen, wk)
 			delete(r.loggedReleases, wk)
+			continue
+		}
+		if prev := r.workers[wk]; prev != nil && sameWorker(prev, w) {
+			w = prev // keep pointer identity so unchanged workers compare fast
+		}
+		r.workers[wk] = w
+		out = append(out, w)
+	}
+	return append(out, old[i:]...)
+}
+
+// buildWorker materializes one identity, or returns nil when it has no
+// single generate record or is excluded.
+func (r *Reducer) buildWorker(wk WorkerKey) *Worker {
+	keys := r.generate[wk]
+	checkConflict(r, r.loggedGenerate, wk, keys, "generate instance", func() string {
+		return fmt.Sprintf("%s/%x", wk.Namespace, wk.InstanceID)
+	})
+	if len(keys) != 1 {
+		delete(r.loggedExclusions, wk)
+		return nil
+	}
+	var h *held
+	for k := range keys {
+		h = r.keys[events.Instances][k]
+	}
+	ep := h.rec.endpoint
+	w := &Worker{
+		Namespace: wk.Namespace, InstanceID: wk.InstanceID,
+		Component: ep.component, Endpoint: ep.endpoint,
+		Runtime:     RuntimeConfig{DPSize: 1},
+		LastUpdated: h.updatedAt,
+	}
+	role := componentRole(ep.component)
+	if card, ch := r.joinCard(wk, ep); card != nil {
+		w.HasCard, w.Card = true, card.raw
+		if ch.updatedAt.After(w.LastUpdated) {
+			w.LastUpdated = ch.updatedAt
+		}
+		if t := card.card; t != nil {
+			w.Model, w.BlockSize, w.Runtime = t.Model, t.BlockSize, t.Runtime
+			if claim := t.WorkerType; claim != RoleUnknown {
+				if role != RoleUnknown && claim != role {
+					r.exclude(wk, role, claim)
+					return nil
+				}
+				role = claim
+			}
+			r.logRelease(wk, t.Release)
 		}
 	}
-
-	publishers := r.publishers(conflicts)
-	r.loggedConflicts = conflicts
-	return &View{Workers: workers, Publishers: publishers}
+	delete(r.loggedExclusions, wk)
+	w.Role = role
+	if fs, ok := r.firstSeen[wk]; ok {
+		w.FirstSeen = fs
+	} else {
+		// New worker: first seen when its generate record arrived.
+		w.FirstSeen = h.updatedAt
+		r.firstSeen[wk] = w.FirstSeen
+	}
+	return w
 }
 
 // joinCard finds the worker's base card: the scoped card for its component
 // and endpoint first, else a legacy card for the instance. A refused
 // (duplicated) card leaves the worker without one.
-func (r *Reducer) joinCard(cards map[cardKey][]string, refused map[cardKey]bool, wk WorkerKey, ep *endpointRecord) (*cardRecord, *held) {
-	for _, ck := range []cardKey{
+func (r *Reducer) joinCard(wk WorkerKey, ep *endpointRecord) (*cardRecord, *held) {
+	for _, ck := range [2]cardKey{
 		{wk.Namespace, ep.component, ep.endpoint, wk.InstanceID},
 		{wk.Namespace, "", "", wk.InstanceID},
 	} {
-		keys, ok := cards[ck]
-		if !ok {
+		keys := r.cards[ck]
+		switch len(keys) {
+		case 0:
 			continue
+		case 1:
+			for k := range keys {
+				h := r.keys[events.Models][k]
+				return h.rec.card, h
+			}
 		}
-		if refused[ck] {
-			return nil, nil
-		}
-		h := r.keys[events.Models][keys[0]]
-		return h.rec.card, h
+		return nil, nil
 	}
 	return nil, nil
 }
 
-func (r *Reducer) publishers(conflicts map[string]struct{}) []*Publisher {
-	byID := map[publisherKey][]string{}
-	for key, h := range r.keys[events.EventChannels] {
-		if p := h.rec.channel; p != nil {
-			pk := publisherKey{h.namespace, p.PublisherID}
-			byID[pk] = append(byID[pk], key)
-		}
+func (r *Reducer) exclude(wk WorkerKey, component, card Role) {
+	if _, seen := r.loggedExclusions[wk]; seen {
+		return
 	}
-	out := make([]*Publisher, 0, len(byID))
-	for pk, keys := range byID {
-		if len(keys) > 1 {
-			r.conflict(conflicts, "publisher", fmt.Sprintf("%s/%x", pk.namespace, pk.id), keys)
+	r.loggedExclusions[wk] = struct{}{}
+	r.count("excluded")
+	r.log.Warn("excluding worker: component and card disagree on its role",
+		"namespace", wk.Namespace, "instance_id", fmt.Sprintf("%x", wk.InstanceID),
+		"component_role", component.String(), "card_role", card.String())
+}
+
+func (r *Reducer) logRelease(wk WorkerKey, release string) {
+	if release == "" {
+		return
+	}
+	if _, seen := r.loggedReleases[wk]; seen {
+		return
+	}
+	r.loggedReleases[wk] = struct{}{}
+	r.log.Debug("worker release", "namespace", wk.Namespace,
+		"instance_id", fmt.Sprintf("%x", wk.InstanceID), "release", release)
+}
+
+func (r *Reducer) collectPublishers() []*Publisher {
+	out := make([]*Publisher, 0, len(r.publishers))
+	for pk, keys := range r.publishers {
+		checkConflict(r, r.loggedPublishers, pk, keys, "publisher", func() string {
+			return fmt.Sprintf("%s/%x", pk.namespace, pk.id)
+		})
+		if len(keys) != 1 {
 			continue
 		}
-		out = append(out, r.keys[events.EventChannels][keys[0]].rec.channel)
+		for k := range keys {
+			out = append(out, r.keys[events.EventChannels][k].rec.channel)
+		}
+	}
+	// Forget conflicts whose records have all gone.
+	for pk := range r.loggedPublishers {
+		if _, ok := r.publishers[pk]; !ok {
+			delete(r.loggedPublishers, pk)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -423,20 +529,28 @@ func (r *Reducer) publishers(conflicts map[string]struct{}) []*Publisher {
 	return out
 }
 
-// conflict records a refused identity and logs it the first time this exact
-// key set conflicts.
-func (r *Reducer) conflict(seen map[string]struct{}, kind, identity string, keys []string) {
-	sort.Strings(keys)
-	sig := kind + "\x00" + identity + "\x00" + strings.Join(keys, "\x00")
-	seen[sig] = struct{}{}
-	if _, logged := r.loggedConflicts[sig]; logged {
+// checkConflict logs and counts an identity claimed by several keys, once
+// per distinct key set, and forgets it once resolved.
+func checkConflict[K comparable](r *Reducer, logged map[K]string, id K, keys keySet, kind string, describe func() string) {
+	if len(keys) <= 1 {
+		delete(logged, id)
 		return
 	}
+	list := make([]string, 0, len(keys))
+	for k := range keys {
+		list = append(list, k)
+	}
+	sort.Strings(list)
+	sig := strings.Join(list, "\x00")
+	if logged[id] == sig {
+		return
+	}
+	logged[id] = sig
 	r.count("duplicate")
-	shown := keys
+	shown := list
 	if len(shown) > 4 {
 		shown = shown[:4]
 	}
-	r.log.Warn("refusing records that claim one identity", "record", kind, "identity", identity,
-		"conflicts", len(keys), "keys", shown)
+	r.log.Warn("refusing records that claim one identity", "record", kind, "identity", describe(),
+		"conflicts", len(list), "keys", shown)
 }

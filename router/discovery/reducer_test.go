@@ -343,3 +343,14 @@ func TestRegistryNotifiesOnlyOnChange(t *testing.T) {
 	_, moved = reg.Publish(&View{Workers: []*Worker{&copyW}}, t0.Add(time.Second))
 	require.False(t, moved, "an equal view does not bump the generation")
 }
+
+func TestRecordOutOfItsKeyspaceIsMalformed(t *testing.T) {
+	cnt := counter{}
+	r := NewReducer(nil, cnt.inc)
+	v := fold(r,
+		put("dynamo", "v1/instances/dynamo/decode/generate/a", cardJSON("decode", "generate", 10, map[string]any{}), t0),
+		put("dynamo", "v1/mdc/dynamo/decode/generate/a", endpointJSON("decode", "generate", 10), t0),
+		put("dynamo", "v1/event_channels/namespace/dynamo/topic/kv_metrics/a", endpointJSON("decode", "generate", 11), t0))
+	require.Empty(t, v.Workers)
+	require.Equal(t, 3, cnt["malformed"])
+}

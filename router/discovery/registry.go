@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,14 +17,16 @@ type Snapshot struct {
 	View
 	// PublishedAt is the receipt time of the event that produced it.
 	PublishedAt time.Time
-
-	byKey map[WorkerKey]*Worker
 }
 
-// Worker looks a worker up by identity.
+// Worker looks a worker up by identity (binary search: Workers is sorted,
+// and publishing builds no index that a large fleet would pay for).
 func (s *Snapshot) Worker(k WorkerKey) (*Worker, bool) {
-	w, ok := s.byKey[k]
-	return w, ok
+	i := sort.Search(len(s.Workers), func(i int) bool { return !s.Workers[i].Key().less(k) })
+	if i < len(s.Workers) && s.Workers[i].Key() == k {
+		return s.Workers[i], true
+	}
+	return nil, false
 }
 
 // CountPublishers counts publishers of one topic.
@@ -49,7 +52,7 @@ type Registry struct {
 // NewRegistry returns a registry holding an empty generation-0 snapshot.
 func NewRegistry() *Registry {
 	r := &Registry{changed: make(chan struct{})}
-	r.cur.Store(&Snapshot{byKey: map[WorkerKey]*Worker{}})
+	r.cur.Store(&Snapshot{})
 	return r
 }
 
@@ -76,11 +79,7 @@ func (r *Registry) Publish(v *View, at time.Time) (uint64, bool) {
 	if sameView(&old.View, v) {
 		return old.Generation, false
 	}
-	s := &Snapshot{Generation: old.Generation + 1, View: *v, PublishedAt: at,
-		byKey: make(map[WorkerKey]*Worker, len(v.Workers))}
-	for _, w := range v.Workers {
-		s.byKey[w.Key()] = w
-	}
+	s := &Snapshot{Generation: old.Generation + 1, View: *v, PublishedAt: at}
 	r.cur.Store(s)
 	close(r.changed)
 	r.changed = make(chan struct{})

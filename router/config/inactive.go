@@ -1,0 +1,54 @@
+package config
+
+// inactiveFeatures lists configuration this build parses and validates but
+// does not act on yet. Each row warns when the configuration asks for the
+// feature. Delete a row in the change that makes its feature work.
+var inactiveFeatures = []struct {
+	path      string
+	requested func(*Config) bool
+	message   string
+}{
+	{
+		path:      "dynamo.discovery.source",
+		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Discovery.Source == SourceKubernetes },
+		message:   "the kubernetes source is not active yet: no workers will be discovered",
+	},
+	{
+		path:      "dynamo.discovery.source",
+		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Discovery.Source == SourceKubernetesPods },
+		message:   "the kubernetes_pods source is not active yet: no workers will be discovered",
+	},
+	{
+		path:      "dynamo.load",
+		requested: func(c *Config) bool { return c.Dynamo.Enabled },
+		message:   "load signals are not active yet: no kv_metrics subscriptions are made",
+	},
+	{
+		path:      "dynamo.kv.enabled",
+		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.KV.Enabled },
+		message:   "KV-aware selection is not active yet",
+	},
+	{
+		path:      "dynamo.event_bus.enabled",
+		requested: func(c *Config) bool { return c.Dynamo.EventBus.Enabled },
+		message:   "the event bus listener is not active yet: nothing listens on dynamo.event_bus.listen",
+	},
+	{
+		path:      "dynamo.shim",
+		requested: func(c *Config) bool { return len(c.Dynamo.Shim.Backends) > 0 || len(c.Dynamo.Shim.Pools) > 0 },
+		message:   "shim routing is not active yet: this build has no HTTP gateway to pin requests",
+	},
+	{
+		path:      "backends",
+		requested: func(c *Config) bool { return len(c.Backends) > 0 },
+		message:   "the HTTP gateway is not active yet: backends are validated but receive no requests",
+	},
+}
+
+func (k *checker) inactive(c *Config) {
+	for _, f := range inactiveFeatures {
+		if f.requested(c) {
+			k.warn(f.path, "%s", f.message)
+		}
+	}
+}

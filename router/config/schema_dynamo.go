@@ -1,0 +1,121 @@
+package config
+
+// Dynamo groups everything about an NVIDIA Dynamo fleet.
+type Dynamo struct {
+	Enabled   bool        `yaml:"enabled"`
+	Discovery Discovery   `yaml:"discovery"`
+	Load      LoadSignals `yaml:"load"`
+	Shim      Shim        `yaml:"shim"`
+	KV        KV          `yaml:"kv"`
+	EventBus  EventBus    `yaml:"event_bus"`
+}
+
+// Discovery sources.
+const (
+	SourceEtcd           = "etcd"
+	SourceKubernetes     = "kubernetes"
+	SourceKubernetesPods = "kubernetes_pods"
+)
+
+// Discovery selects where workers are discovered.
+type Discovery struct {
+	Source     string              `yaml:"source"`
+	Etcd       EtcdDiscovery       `yaml:"etcd"`
+	Kubernetes KubernetesDiscovery `yaml:"kubernetes"`
+}
+
+// DefaultNamespace is Dynamo's own default DYN_NAMESPACE.
+const DefaultNamespace = "dynamo"
+
+// EtcdDiscovery reads the workers' registrations from etcd.
+type EtcdDiscovery struct {
+	Endpoints []string `yaml:"endpoints"`
+	// Namespace must match the workers' DYN_NAMESPACE.
+	Namespace string `yaml:"namespace"`
+	// Namespaces watches several graphs; exclusive with a non-default Namespace.
+	Namespaces            []string     `yaml:"namespaces"`
+	TLS                   *EtcdTLS     `yaml:"tls,omitempty"`
+	Auth                  *EtcdAuth    `yaml:"auth,omitempty"`
+	WatchReconnectBackoff Backoff      `yaml:"watch_reconnect_backoff"`
+	Embedded              EmbeddedEtcd `yaml:"embedded"`
+}
+
+// EtcdTLS is the client TLS setup. Its presence (even empty) means TLS.
+type EtcdTLS struct {
+	CACert     string `yaml:"ca_cert"`
+	ClientCert string `yaml:"client_cert"`
+	ClientKey  string `yaml:"client_key"`
+	ServerName string `yaml:"server_name"`
+}
+
+// EtcdAuth is etcd username/password authentication.
+type EtcdAuth struct {
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// EmbeddedEtcd runs an etcd server inside the router process, for demos and
+// tests. It is Switchyard's own addition; when enabled it is the endpoint.
+type EmbeddedEtcd struct {
+	Enabled bool   `yaml:"enabled"`
+	Listen  string `yaml:"listen"`
+	// DataDir empty means a fresh temporary directory per start.
+	DataDir string `yaml:"data_dir"`
+}
+
+// Backoff bounds the delay between watch reconnects.
+type Backoff struct {
+	Initial Duration `yaml:"initial"`
+	Max     Duration `yaml:"max"`
+}
+
+// KubernetesDiscovery is shared by the kubernetes (DynamoWorkerMetadata)
+// and kubernetes_pods (labelled Pods) sources.
+type KubernetesDiscovery struct {
+	// Namespace is the Kubernetes namespace of the fleet.
+	Namespace        string   `yaml:"namespace"`
+	DynamoNamespace  string   `yaml:"dynamo_namespace"`
+	DynamoNamespaces []string `yaml:"dynamo_namespaces"`
+	// Model and Models name what a Pod serves; kubernetes_pods only.
+	Model                 string           `yaml:"model"`
+	Models                []ComponentModel `yaml:"models"`
+	WatchReconnectBackoff Backoff          `yaml:"watch_reconnect_backoff"`
+}
+
+// ComponentModel maps a nvidia.com/dynamo-component label value to the
+// model its Pods serve.
+type ComponentModel struct {
+	Component       string `yaml:"component"`
+	Model           string `yaml:"model"`
+	DynamoNamespace string `yaml:"dynamo_namespace"`
+}
+
+// Load-signal transports.
+const (
+	TransportDirect = "direct"
+	TransportBroker = "broker"
+)
+
+// LoadSignals configures the kv_metrics (and kv-events) subscriptions.
+type LoadSignals struct {
+	// MaxStaleness is how old a load sample may be and still count.
+	MaxStaleness Duration `yaml:"max_staleness"`
+	// DirectAllowCIDRs limits which resolved publisher addresses direct
+	// mode may dial; empty allows any.
+	DirectAllowCIDRs []string `yaml:"direct_allow_cidrs"`
+	Transport        string   `yaml:"transport"`
+}
+
+// Shim names the direct-mode frontends requests are pinned through.
+type Shim struct {
+	Backends []string   `yaml:"backends"`
+	Pools    []ShimPool `yaml:"pools"`
+	// ModelMap maps a client model id to a Dynamo display_name.
+	ModelMap map[string]string `yaml:"model_map"`
+}
+
+// ShimPool is the frontend replicas of one Dynamo namespace.
+type ShimPool struct {
+	Namespace string   `yaml:"namespace"`
+	Backends  []string `yaml:"backends"`
+}

@@ -1,0 +1,32 @@
+package config
+
+func (k *checker) kv(c *Config) {
+	const p = "dynamo.kv"
+	kv := c.Dynamo.KV
+	// Parse already refuses NaN and infinities, so plain comparisons do.
+	if kv.OverlapScoreCredit < 0 || kv.OverlapScoreCredit > 1 {
+		k.err(p+".overlap_score_credit", "must be between 0.0 and 1.0 (credit beyond the cached blocks would make cached prompts cheaper than free), got %g", kv.OverlapScoreCredit)
+	}
+	if kv.PrefillLoadScale < 0 {
+		k.err(p+".prefill_load_scale", "must be >= 0, got %g", kv.PrefillLoadScale)
+	}
+	if kv.RouterTemperature < 0 {
+		k.err(p+".router_temperature", "must be >= 0 (0 picks the lowest cost), got %g", kv.RouterTemperature)
+	}
+	k.uniqueList(p+".pinned_artifacts", kv.PinnedArtifacts, 0, func(s string) string {
+		if !blake3Checksum.MatchString(s) {
+			return "must be \"blake3:\" followed by 64 lowercase hex digits"
+		}
+		return ""
+	})
+	if kv.Enabled && len(kv.PinnedArtifacts) == 0 {
+		k.warn(p+".pinned_artifacts", "empty: no tokenizer or template may be loaded, so every selection scores without prefix overlap (artifact_unpinned)")
+	}
+	cd := kv.ConditionalDisaggregation
+	if t := cd.DecodeBusyThreshold; t != nil && (*t < 0 || *t > 1) {
+		k.err(p+".conditional_disaggregation.decode_busy_threshold", "must be a fraction of total_kv_blocks between 0.0 and 1.0, got %g", *t)
+	}
+	if cd.Enabled {
+		k.warn(p+".conditional_disaggregation.enabled", "Dynamo 1.5 direct-mode frontends refuse a request without a prefill worker id while prefill workers are registered, so bypassed requests can fail with 503")
+	}
+}
