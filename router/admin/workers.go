@@ -1,0 +1,147 @@
+package admin
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"switchyard/router/discovery"
+)
+
+// DynamoStatus is what the workers endpoint reads from discovery.
+type DynamoStatus interface {
+	Enabled() bool
+	Connected() bool
+	// Source is etcd, kubernetes or kubernetes_pods.
+	Source() string
+	// Namespaces are the configured Dynamo namespaces; the first is primary.
+	Namespaces() []string
+	Snapshot() *discovery.Snapshot
+}
+
+// WorkersResponse is the body of GET /admin/dynamo/workers. It never carries
+// transport addresses, IPs, publisher endpoints or raw cards.
+type WorkersResponse struct {
+	Enabled           bool         `json:"enabled"`
+	Connected         bool         `json:"connected"`
+	Source            string       `json:"source,omitempty"`
+	Signals           *Signals     `json:"signals,omitempty"`
+	Namespace         string       `json:"namespace,omitempty"`
+	Namespaces        []string     `json:"namespaces,omitempty"`
+	Generation        uint64       `json:"generation"`
+	Workers           []WorkerJSON `json:"workers"`
+	LoadPublishers    int          `json:"load_publishers"`
+	KVEventPublishers int          `json:"kv_event_publishers"`
+}
+
+// Signals says what the active source can tell about workers.
+type Signals struct {
+	Load     bool `json:"load"`
+	Capacity bool `json:"capacity"`
+}
+
+// WorkerJSON is one worker as operators see it.
+type WorkerJSON struct {
+	InstanceID            string       `json:"instance_id"`
+	Namespace             string       `json:"namespace"`
+	WorkerID              string       `json:"worker_id"`
+	Role                  string       `json:"role"`
+	Model                 string       `json:"model"`
+	Component             string       `json:"component"`
+	Endpoint              string       `json:"endpoint"`
+	DPStartRank           uint32       `json:"dp_start_rank"`
+	DPSize                uint32       `json:"dp_size"`
+	BlockSize             uint32       `json:"block_size"`
+	Capacity              CapacityJSON `json:"capacity"`
+	DisaggregatedEndpoint *string      `json:"disaggregated_endpoint"`
+	FirstSeen             string       `json:"first_seen"`
+	LastUpdated           string       `json:"last_updated"`
+}
+
+// CapacityJSON is a card's runtime capacity; null where the card is silent.
+type CapacityJSON struct {
+	TotalKVBlocks       *uint64 `json:"total_kv_blocks"`
+	MaxNumBatchedTokens *uint64 `json:"max_num_batched_tokens"`
+	MaxNumSeqs          *uint64 `json:"max_num_seqs"`
+	ContextLength       *uint32 `json:"context_length"`
+}
+
+// timeFormat is RFC 3339 with a numeric offset (+00:00 rather than Z).
+const timeFormat = "2006-01-02T15:04:05-07:00"
+
+// BuildWorkers renders the workers response from the discovery status.
+func BuildWorkers(st DynamoStatus) WorkersResponse {
+	if !st.Enabled() {
+		return WorkersResponse{Enabled: false, Workers: []WorkerJSON{}}
+	}
+	snap := st.Snapshot()
+	resp := WorkersResponse{
+		Enabled:           true,
+		Connected:         st.Connected(),
+		Source:            st.Source(),
+		Namespaces:        st.Namespaces(),
+		Generation:        snap.Generation,
+		Workers:           make([]WorkerJSON, 0, len(snap.Workers)),
+		LoadPublishers:    snap.CountPublishers(discovery.TopicLoad),
+		KVEventPublishers: snap.CountPublishers(discovery.TopicKVEvents),
+	}
+	// Pods carry no cards or channels; the other sources carry both.
+	full := st.Source() != "kubernetes_pods"
+	resp.Signals = &Signals{Load: full, Capacity: full}
+	if len(resp.Namespaces) > 0 {
+		resp.Namespace = resp.Namespaces[0]
+	}
+	for _, w := range snap.Workers {
+		resp.Workers = append(resp.Workers, workerJSON(w))
+	}
+	return resp
+}
+
+func workerJSON(w *discovery.Worker) WorkerJSON {
+	j := WorkerJSON{
+		InstanceID:  strconv.FormatUint(w.InstanceID, 16),
+		Namespace:   w.Namespace,
+		WorkerID:    strconv.FormatUint(w.InstanceID, 10),
+		Role:        w.Role.String(),
+		Model:       w.Model,
+		Component:   w.Component,
+		Endpoint:    w.Endpoint,
+		DPStartRank: w.Runtime.DPStartRank,
+		DPSize:      w.Runtime.DPSize,
+		BlockSize:   w.BlockSize,
+		Capacity: CapacityJSON{
+			TotalKVBlocks:       w.Runtime.TotalKVBlocks,
+			MaxNumBatchedTokens: w.Runtime.MaxNumBatchedTokens,
+			MaxNumSeqs:          w.Runtime.MaxNumSeqs,
+			ContextLength:       w.Runtime.ContextLength,
+		},
+		FirstSeen:   formatTime(w.FirstSeen),
+		LastUpdated: formatTime(w.LastUpdated),
+	}
+	if de := w.Runtime.DisaggregatedEndpoint; de != "" {
+		j.DisaggregatedEndpoint = &de
+	}
+	return j
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeFormat)
+}
+
+// Handler serves the admin routes. Mount it behind Auth.Wrap.
+func Handler(dyn DynamoStatus, config func() any) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/dynamo/workers", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, BuildWorkers(dyn))
+	})
+	mux.HandleFunc("GET /admin/config", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, config())
+	})
+	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint")
+	})
+	return mux
+}
