@@ -1,0 +1,40 @@
+# Switchyard: `make demo` runs the embedded demo, `make test` runs every test.
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+# Core packages: deterministic, and always tested under the race detector.
+CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... \
+        ./router/admin/... ./router/metrics/...
+
+.PHONY: build test vet fmt-check race demo bench fuzz clean
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/switchyard ./cmd/switchyard
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+race:
+	$(GO) test -race -count=1 $(CORE)
+
+test: fmt-check vet race
+	$(GO) test -count=1 ./...
+
+demo: build
+	./bin/switchyard demo
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/
+
+# Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one.
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) ./router/discovery/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./router/config/
+
+clean:
+	rm -rf bin

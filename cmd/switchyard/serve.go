@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"switchyard/router/config"
+	"switchyard/router/config/filewatch"
+	"switchyard/router/server"
+)
+
+func init() { register(newServeCmd) }
+
+type logFlags struct{ level, format string }
+
+func (f *logFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.level, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&f.format, "log-format", "text", "log format: text or json")
+}
+
+func (f *logFlags) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch f.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", f.format)
+}
+
+func newServeCmd() *cobra.Command {
+	var (
+		path string
+		logs logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE",
+		Short: "Run the router: discovery, metrics and the admin API",
+		Long: "Run the router with the configuration in FILE. The file is watched: a valid\n" +
+			"change is applied live, an invalid one is logged and the running configuration kept.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logs.logger()
+			if err != nil {
+				return err
+			}
+			cfg, err := config.Load(path)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			srv, err := server.New(cfg, log)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			defer srv.Close()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				err := filewatch.Watch(ctx, path, 250*time.Millisecond, func([]byte) {
+					next, err := config.Load(path)
+					if err != nil {
+						log.Error("config reload rejected; keeping the running configuration", "error", err)
+						return
+					}
+					_ = srv.Reload(next)
+				})
+				if err != nil {
+					log.Warn("config file is not watched; reloads need a restart", "error", err)
+				}
+			}()
+			<-ctx.Done()
+			log.Info("shutting down")
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "configuration file (YAML)")
+	_ = cmd.MarkFlagRequired("config")
+	logs.add(cmd)
+	return cmd
+}
+

@@ -1,0 +1,188 @@
+// Package server assembles a live Switchyard process from a configuration:
+// the optional embedded etcd, the discovery supervisor, metrics, the admin
+// API and the HTTP listener. The serve and demo commands and the end-to-end
+// tests all build the process through it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"switchyard/router/admin"
+	"switchyard/router/clock"
+	"switchyard/router/config"
+	"switchyard/router/discovery"
+	"switchyard/router/discovery/etcd/embedded"
+	"switchyard/router/discovery/supervisor"
+	"switchyard/router/metrics"
+)
+
+// Server is one running router process.
+type Server struct {
+	log        *slog.Logger
+	cfg        atomic.Pointer[config.Config]
+	metrics    *metrics.Set
+	auth       admin.Auth
+	discovery  *supervisor.Supervisor
+	etcd       *embedded.Embedded
+	etcdTmpDir string
+	http       *http.Server
+	listener   net.Listener
+	closeOnce  sync.Once
+}
+
+// New validates cfg and starts everything it asks for. The caller owns
+// Close. A configuration with validation errors is refused.
+func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+	errs, warns := cfg.Validate()
+	for _, w := range warns {
+		log.Warn("config", "issue", w.String())
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %s", errs[0].String())
+	}
+	s := &Server{log: log, metrics: metrics.New()}
+	s.cfg.Store(cfg)
+	s.auth.SetToken(cfg.Admin.Token)
+
+	if err := s.startEmbeddedEtcd(cfg); err != nil {
+		return nil, err
+	}
+	s.discovery = supervisor.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
+	s.discovery.Apply(s.effective(cfg))
+
+	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("listen on server.bind_address %s: %w", cfg.Server.BindAddress, err)
+	}
+	s.listener = ln
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "error", err)
+		}
+	}()
+	log.Info("switchyard serving", "addr", ln.Addr().String(), "dynamo", cfg.Dynamo.Enabled)
+	return s, nil
+}
+
+// effective fills in what only the running process knows: the embedded
+// etcd's actual endpoint.
+func (s *Server) effective(cfg *config.Config) *config.Config {
+	if s.etcd == nil || !cfg.Dynamo.Discovery.Etcd.Embedded.Enabled {
+		return cfg
+	}
+	c := cfg.Clone()
+	c.Dynamo.Discovery.Etcd.Endpoints = []string{s.etcd.Endpoint()}
+	return c
+}
+
+func (s *Server) startEmbeddedEtcd(cfg *config.Config) error {
+	e := cfg.Dynamo.Discovery.Etcd.Embedded
+	if !e.Enabled {
+		return nil
+	}
+	dir := e.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "switchyard-etcd-")
+		if err != nil {
+			return err
+		}
+		s.etcdTmpDir, dir = tmp, filepath.Join(tmp, "data")
+	}
+	etcd, err := embedded.Start(embedded.Options{Dir: dir, ClientAddr: e.Listen})
+	if err != nil {
+		return fmt.Errorf("embedded etcd on %s: %w", e.Listen, err)
+	}
+	s.etcd = etcd
+	s.log.Info("embedded etcd serving", "endpoint", etcd.Endpoint(), "data_dir", dir)
+	return nil
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(s.discovery, func() any { return s.cfg.Load().Masked() })))
+	return mux
+}
+
+// Reload installs a new configuration. One with validation errors is
+// rejected and the running configuration kept. Settings that need a restart
+// (the listen address, the embedded etcd) are logged and left as they are.
+func (s *Server) Reload(cfg *config.Config) error {
+	errs, warns := cfg.Validate()
+	if len(errs) > 0 {
+		for _, e := range errs {
+			s.log.Error("config reload rejected; keeping the running configuration", "issue", e.String())
+		}
+		return fmt.Errorf("invalid configuration: %s", errs[0].String())
+	}
+	for _, w := range warns {
+		s.log.Warn("config", "issue", w.String())
+	}
+	old := s.cfg.Load()
+	if cfg.Server.BindAddress != old.Server.BindAddress {
+		s.log.Warn("server.bind_address changes take effect after a restart")
+	}
+	if cfg.Dynamo.Discovery.Etcd.Embedded != old.Dynamo.Discovery.Etcd.Embedded {
+		s.log.Warn("dynamo.discovery.etcd.embedded changes take effect after a restart")
+		c := cfg.Clone()
+		c.Dynamo.Discovery.Etcd.Embedded = old.Dynamo.Discovery.Etcd.Embedded
+		cfg = c
+	}
+	s.cfg.Store(cfg)
+	s.auth.SetToken(cfg.Admin.Token)
+	s.discovery.Apply(s.effective(cfg))
+	s.log.Info("configuration reloaded")
+	return nil
+}
+
+// Addr is the HTTP listen address.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Discovery exposes the discovery supervisor (registry, status).
+func (s *Server) Discovery() *supervisor.Supervisor { return s.discovery }
+
+// EtcdEndpoint is the embedded etcd's client URL, or "" without one.
+func (s *Server) EtcdEndpoint() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return s.etcd.Endpoint()
+}
+
+// Close stops serving, then discovery, then the embedded etcd.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.http.Shutdown(ctx)
+			cancel()
+		}
+		if s.discovery != nil {
+			s.discovery.Stop()
+		}
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
+		if s.etcdTmpDir != "" {
+			_ = os.RemoveAll(s.etcdTmpDir)
+		}
+	})
+}
