@@ -1,0 +1,183 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"switchyard/internal/etcdtest"
+	"switchyard/router/clock"
+	"switchyard/router/config"
+	"switchyard/router/discovery"
+	etcdsource "switchyard/router/discovery/etcd"
+	"switchyard/router/events"
+	"switchyard/router/metrics"
+)
+
+func testConfig(endpoint string, namespaces ...string) *config.Config {
+	c := config.Default()
+	c.Dynamo.Enabled = true
+	c.Dynamo.Discovery.Etcd.Endpoints = []string{endpoint}
+	if len(namespaces) == 1 {
+		c.Dynamo.Discovery.Etcd.Namespace = namespaces[0]
+	} else {
+		c.Dynamo.Discovery.Etcd.Namespaces = namespaces
+	}
+	c.Dynamo.Discovery.Etcd.WatchReconnectBackoff = config.Backoff{
+		Initial: config.Duration(50 * time.Millisecond), Max: config.Duration(500 * time.Millisecond)}
+	return c
+}
+
+func putWorker(t *testing.T, cli *clientv3.Client, ns string, id int) {
+	t.Helper()
+	key := fmt.Sprintf("v1/instances/%s/decode/generate/%x", ns, id)
+	val := fmt.Sprintf(`{"type":"Endpoint","component":"decode","endpoint":"generate","instance_id":%d}`, id)
+	_, err := cli.Put(context.Background(), key, val)
+	require.NoError(t, err)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func namespacesOf(s *discovery.Snapshot) map[string]int {
+	out := map[string]int{}
+	for _, w := range s.Workers {
+		out[w.Namespace]++
+	}
+	return out
+}
+
+func newSupervisor(t *testing.T) (*Supervisor, *metrics.Set) {
+	m := metrics.New()
+	s := New(discovery.NewRegistry(), clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery, nil)
+	t.Cleanup(s.Stop)
+	return s, m
+}
+
+func TestReloadClassesAgainstEtcd(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	putWorker(t, cli, "prod", 1)
+	putWorker(t, cli, "canary", 2)
+
+	s, _ := newSupervisor(t)
+	reg := s.Registry()
+	cfg := testConfig(etcd.Endpoint(), "prod", "canary")
+	s.Apply(cfg)
+	waitUntil(t, "both namespaces", func() bool { return len(reg.Snapshot().Workers) == 2 && s.Connected() })
+	prodWorker, _ := reg.Snapshot().Worker(discovery.WorkerKey{Namespace: "prod", InstanceID: 1})
+
+	// Backoff only: the snapshot stays readable and nothing changes.
+	gen := reg.Generation()
+	c2 := cfg.Clone()
+	c2.Dynamo.Discovery.Etcd.WatchReconnectBackoff.Max = config.Duration(time.Second)
+	s.Apply(c2)
+	require.Len(t, reg.Snapshot().Workers, 2, "backoff-only reload keeps the snapshot")
+	waitUntil(t, "the replacement watcher", s.Connected)
+	require.Equal(t, gen, reg.Generation(), "an unchanged resync does not move the generation")
+	require.Equal(t, uint64(1), s.Restarts())
+
+	// Removing a namespace prunes only its workers; kept ones are untouched.
+	c3 := c2.Clone()
+	c3.Dynamo.Discovery.Etcd.Namespaces = []string{"prod"}
+	s.Apply(c3)
+	require.Equal(t, map[string]int{"prod": 1}, namespacesOf(reg.Snapshot()), "pruned at once, before the new watcher resyncs")
+	kept, _ := reg.Snapshot().Worker(discovery.WorkerKey{Namespace: "prod", InstanceID: 1})
+	require.Equal(t, prodWorker.FirstSeen, kept.FirstSeen)
+	waitUntil(t, "the replacement watcher", s.Connected)
+	putWorker(t, cli, "canary", 3)
+	putWorker(t, cli, "prod", 4)
+	waitUntil(t, "prod worker 4", func() bool { return len(reg.Snapshot().Workers) == 2 })
+	require.Equal(t, map[string]int{"prod": 2}, namespacesOf(reg.Snapshot()), "the removed namespace is no longer watched")
+	require.Equal(t, []string{"prod"}, s.Namespaces())
+
+	// A connection change resets the registry and rebuilds it.
+	c4 := c3.Clone()
+	// The same server under another name: new connection settings.
+	c4.Dynamo.Discovery.Etcd.Endpoints = []string{"http://localhost:" + portOf(etcd.Endpoint())}
+	s.Apply(c4)
+	waitUntil(t, "rebuilt fleet", func() bool { return len(reg.Snapshot().Workers) == 2 && s.Connected() })
+	rebuilt, _ := reg.Snapshot().Worker(discovery.WorkerKey{Namespace: "prod", InstanceID: 1})
+	require.NotSame(t, kept, rebuilt, "a connection change starts a new reducer")
+	require.Equal(t, uint64(3), s.Restarts())
+
+	// Disabling stops discovery and empties the registry, without a restart.
+	c5 := c4.Clone()
+	c5.Dynamo.Enabled = false
+	s.Apply(c5)
+	require.Empty(t, reg.Snapshot().Workers)
+	require.False(t, s.Enabled())
+	require.False(t, s.Connected())
+	require.Equal(t, uint64(3), s.Restarts())
+}
+
+func portOf(endpoint string) string {
+	for i := len(endpoint) - 1; i >= 0; i-- {
+		if endpoint[i] == ':' {
+			return endpoint[i+1:]
+		}
+	}
+	return ""
+}
+
+// lateRunner keeps sending after it has been replaced, like a watcher that
+// ignores cancellation for a while.
+type lateRunner struct {
+	sink    etcdsource.Sink
+	ns      string
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *lateRunner) Run(ctx context.Context) error {
+	r.sink.Apply([]events.Event{events.DiscoveryPut{Namespace: r.ns, KV: events.KV{Keyspace: events.Instances,
+		Key: "v1/instances/" + r.ns + "/decode/generate/1", Value: []byte(`{"type":"Endpoint","endpoint":"generate","instance_id":1}`)}}})
+	r.sink.SetConnected(true)
+	close(r.started)
+	<-ctx.Done()
+	<-r.release
+	r.sink.Apply([]events.Event{events.DiscoveryPut{Namespace: r.ns, KV: events.KV{Keyspace: events.Instances,
+		Key: "v1/instances/" + r.ns + "/decode/generate/2", Value: []byte(`{"type":"Endpoint","endpoint":"generate","instance_id":2}`)}}})
+	r.sink.SetConnected(true)
+	return nil
+}
+
+// A replaced watcher that keeps delivering cannot touch the new fleet.
+func TestReplacedWatcherBatchesAreIgnored(t *testing.T) {
+	var mu sync.Mutex
+	var runners []*lateRunner
+	m := metrics.New()
+	s := New(discovery.NewRegistry(), clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery,
+		func(cfg *config.Config, sink etcdsource.Sink, _ func(string)) Runner {
+			mu.Lock()
+			defer mu.Unlock()
+			r := &lateRunner{sink: sink, ns: cfg.Dynamo.Discovery.Etcd.Namespace, started: make(chan struct{}), release: make(chan struct{})}
+			runners = append(runners, r)
+			return r
+		})
+	s.Apply(testConfig("http://127.0.0.1:1", "a"))
+	<-runners[0].started
+	close(runners[0].release) // it will deliver once more after cancellation
+	s.Apply(testConfig("http://127.0.0.1:1", "b"))
+	<-runners[1].started
+	snap := s.Registry().Snapshot()
+	require.Equal(t, map[string]int{"b": 1}, namespacesOf(snap), "the old watcher's late batch was dropped")
+	close(runners[1].release)
+	s.Stop()
+	require.False(t, s.Connected())
+}
