@@ -89,4 +89,3 @@ func newServeCmd() *cobra.Command {
 	logs.add(cmd)
 	return cmd
 }
-

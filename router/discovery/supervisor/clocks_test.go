@@ -52,7 +52,11 @@ func TestRealAndVirtualClocksGiveIdenticalSnapshots(t *testing.T) {
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	count := func() int { live.mu.Lock(); defer live.mu.Unlock(); return len(live.follower.Registry.Snapshot().Workers) }
+	count := func() int {
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		return len(live.follower.Registry.Snapshot().Workers)
+	}
 	waitUntil(t, "seed", func() bool { return count() == 1 })
 	putWorker(t, cli, "dynamo", 2)
 	_, err := cli.Put(context.Background(), "v1/mdc/dynamo/decode/generate/2",
