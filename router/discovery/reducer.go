@@ -18,7 +18,7 @@ import (
 var EventKinds = []string{
 	"put", "delete", "resync", "prune", "reset",
 	"malformed", "oversized", "duplicate", "over_capacity", "excluded",
-	"restart", "compacted", "watch_ended", "connect_failed",
+	"restart", "compacted", "watch_ended", "connect_failed", "seed_truncated",
 }
 
 // Worker is one routable (or operator-visible) Dynamo worker. Snapshots
@@ -172,7 +172,8 @@ func (r *Reducer) Apply(ev events.Event) {
 		r.count("delete")
 		r.remove(e.Keyspace, e.Key)
 	case events.DiscoveryResync:
-		r.count("resync")
+		// Sources count completed resyncs themselves (once per pass, not
+		// once per namespace).
 		r.resync(e)
 	case events.DiscoveryPrune:
 		r.count("prune")

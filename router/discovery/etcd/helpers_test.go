@@ -44,6 +44,12 @@ func (r *recorder) isConnected() bool {
 	return r.connected
 }
 
+func (r *recorder) connectedHistory() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bool(nil), r.transitions...)
+}
+
 func (r *recorder) connectedTimes() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -2,6 +2,7 @@ package etcdsource
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -9,6 +10,11 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/connectivity"
 )
+
+// dialTimeout bounds clientv3.New, which runs the Authenticate RPC when
+// credentials are set. It is shorter than the seed timeout so an
+// unreachable member with auth configured fails the pass well within it.
+const dialTimeout = 10 * time.Second
 
 // pass runs one get-then-watch cycle and reports why it ended. Every
 // goroutine it starts has exited when it returns.
@@ -21,32 +27,52 @@ func (w *Watcher) pass(ctx context.Context) passEnd {
 	defer wg.Wait()
 	passCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	seedCtx, seedCancel := context.WithTimeout(passCtx, seedTimeout)
-	defer seedCancel()
 
 	cli, err := w.dial(passCtx)
 	if err != nil {
 		return failed("connect", err, false)
 	}
-	// Closing the client closes the connection and every watch channel, so
-	// the forwarders and the connection monitor end before wg.Wait.
-	defer cli.Close()
-	lost := watchConnection(passCtx, cli.ActiveConnection(), &wg)
+	// Cancelling releases forwarders blocked on the merged channel; closing
+	// the client then closes every watch channel and the connection, so the
+	// forwarders and the connection monitor have ended before wg.Wait.
+	defer func() {
+		cancel()
+		_ = cli.Close()
+	}()
+
+	// connCtx ends, with the state as its cause, when the connection is
+	// lost; the seed and the wait for watch creation run under it.
+	connCtx, dropConn := context.WithCancelCause(passCtx)
+	defer dropConn(nil)
+	watchConnection(passCtx, cli.ActiveConnection(), &wg, func(s connectivity.State) {
+		dropConn(safef("connection %s", s))
+	})
+	seedCtx, seedCancel := context.WithTimeout(connCtx, seedTimeout)
+	defer seedCancel()
 
 	snap, err := takeSnapshot(seedCtx, cli, w.list)
 	if err != nil {
-		return failed("range get", err, false)
+		return failed("range get", cause(seedCtx, err), false)
 	}
 	w.deliverSnapshot(snap)
 	if w.beforeWatch != nil {
 		w.beforeWatch()
 	}
 	updates := openWatches(passCtx, cli, w.list, snap.revision+1, &wg)
-	return w.follow(passCtx, seedCtx, updates, lost)
+	return w.follow(passCtx, connCtx, seedCtx, updates)
 }
 
-// dial makes the pass's client. clientv3 runs Authenticate inside New when
-// credentials are set, bounded by DialTimeout.
+// cause prefers the recorded reason a context was cut (a lost connection)
+// over the bare context error an RPC returned because of it.
+func cause(ctx context.Context, err error) error {
+	c := context.Cause(ctx)
+	if c == nil || errors.Is(c, context.Canceled) {
+		return err
+	}
+	return c
+}
+
+// dial makes the pass's client.
 func (w *Watcher) dial(ctx context.Context) (*clientv3.Client, error) {
 	tc, err := w.cfg.tlsConfig()
 	if err != nil {
@@ -54,7 +80,7 @@ func (w *Watcher) dial(ctx context.Context) (*clientv3.Client, error) {
 	}
 	return clientv3.New(clientv3.Config{
 		Endpoints:   w.cfg.Endpoints,
-		DialTimeout: seedTimeout,
+		DialTimeout: dialTimeout,
 		// Keepalive pings notice a peer that vanished without closing the
 		// connection, so the connection monitor sees it leave Ready.
 		// etcd refuses pings more often than every 5 s.
@@ -71,7 +97,7 @@ func (w *Watcher) dial(ctx context.Context) (*clientv3.Client, error) {
 
 // follow folds watch responses into batches until something ends the pass.
 // Until every watch has confirmed creation the seed deadline still applies.
-func (w *Watcher) follow(ctx, seedCtx context.Context, updates <-chan update, lost <-chan connectivity.State) passEnd {
+func (w *Watcher) follow(ctx, connCtx, seedCtx context.Context, updates <-chan update) passEnd {
 	opened := make([]bool, len(w.list))
 	nOpen := 0
 	allOpen := false
@@ -87,12 +113,13 @@ func (w *Watcher) follow(ctx, seedCtx context.Context, updates <-chan update, lo
 	}
 	for {
 		select {
-		case <-ctx.Done():
-			return finish(passEnd{})
+		case <-connCtx.Done():
+			if ctx.Err() != nil {
+				return finish(passEnd{}) // the host stopped Run
+			}
+			return finish(failed("connection", context.Cause(connCtx), allOpen))
 		case <-seedDone:
-			return finish(failed("open watches", seedCtx.Err(), false))
-		case s := <-lost:
-			return finish(failed("connection", safef("connection %s", s), allOpen))
+			return finish(failed("open watches", cause(seedCtx, seedCtx.Err()), false))
 		case u := <-updates:
 			pw := w.list[u.idx]
 			if u.closed {

@@ -28,7 +28,9 @@ type Options struct {
 	// Dir holds the member's data; reusing it restarts with the same keys.
 	Dir string
 	// ClientAddr is the client listen address, host:port. Port 0 picks a
-	// free port, which Embedded.Options reports back.
+	// free port, which Embedded.Options reports back. An empty host means
+	// 127.0.0.1, not every interface: the member has no auth, so exposing
+	// it must be a deliberate choice.
 	ClientAddr string
 	// PeerAddr is the raft peer address, host:port. Empty or port 0 picks a
 	// free port on the client host. Nothing connects to it (one member), but
