@@ -19,22 +19,51 @@ type decoder struct {
 	errs      []FieldError
 	// budget bounds the nodes visited, so aliases that fan out cannot turn
 	// a small file into unbounded work.
-	budget int
+	budget    int
+	exhausted bool
+	// dropped counts problems past maxReportedErrors; a file that is not a
+	// configuration at all should give a readable report, not a flood.
+	dropped int
+}
+
+const maxReportedErrors = 100
+
+// spend takes one visit from the budget; once it runs out the document is
+// refused with a single error.
+func (d *decoder) spend(path string, n *yaml.Node) bool {
+	if d.budget > 0 {
+		d.budget--
+		return true
+	}
+	if !d.exhausted {
+		d.exhausted = true
+		d.fail(path, n, "document expands to too many nodes (aliases?)")
+	}
+	return false
 }
 
 var durationType = reflect.TypeFor[Duration]()
 
 func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
+	if len(d.errs) >= maxReportedErrors {
+		d.dropped++
+		return
+	}
 	d.errs = append(d.errs, FieldError{Path: path, Line: n.Line, Message: fmt.Sprintf(format, args...)})
+}
+
+// problems returns the reported errors, with a last line counting the rest.
+func (d *decoder) problems() []FieldError {
+	if d.dropped == 0 {
+		return d.errs
+	}
+	return append(d.errs, FieldError{Message: fmt.Sprintf("... and %d more problems", d.dropped)})
 }
 
 // value decodes n into v. A null node leaves scalars and structs at their
 // defaults and clears lists, maps and optional blocks.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
-	if d.budget--; d.budget < 0 {
-		if d.budget == -1 {
-			d.fail(path, n, "document expands to too many nodes (aliases?)")
-		}
+	if !d.spend(path, n) {
 		return
 	}
 	n = resolveAlias(n)
@@ -147,6 +176,10 @@ func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 		d.fail(path, n, "want a list, got a %s", kindName(n))
 		return
 	}
+	if len(n.Content) == 0 {
+		v.SetZero() // "[]" and absent mean the same; keep one representation
+		return
+	}
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, item := range n.Content {
 		d.value(item, out.Index(i), fmt.Sprintf("%s[%d]", path, i))
@@ -160,8 +193,13 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		d.fail(path, n, "want a mapping, got a %s", kindName(n))
 		return
 	}
+	pairs := d.pairs(n, path)
+	if len(pairs) == 0 {
+		v.SetZero()
+		return
+	}
 	out := reflect.MakeMap(v.Type())
-	for _, p := range d.pairs(n, path) {
+	for _, p := range pairs {
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.value(p.value, elem, path+"["+strconv.Quote(p.key.Value)+"]")
 		out.SetMapIndex(reflect.ValueOf(p.key.Value).Convert(v.Type().Key()), elem)
@@ -223,7 +261,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 
 // merge appends the entries of a merge-key value not already present.
 func (d *decoder) merge(m *yaml.Node, path string, seen map[string]*yaml.Node, out *[]pair, visiting map[*yaml.Node]bool) {
-	if d.budget--; d.budget < 0 {
+	if !d.spend(path, m) {
 		return
 	}
 	m = resolveAlias(m)

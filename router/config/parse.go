@@ -98,7 +98,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 		d := decoder{lookupEnv: lookupEnv, budget: maxNodeVisits}
 		d.value(top, reflect.ValueOf(c).Elem(), "")
 		if len(d.errs) > 0 {
-			return nil, &ParseError{d.errs}
+			return nil, &ParseError{d.problems()}
 		}
 	}
 	c.fillElementDefaults()

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -85,5 +86,33 @@ func BenchmarkResyncUnchanged16k(b *testing.B) {
 	}
 	if reg.Generation() != 1 {
 		b.Fatal("an unchanged resync moved the generation")
+	}
+}
+
+// BenchmarkBaselineJSONDecode is the floor for BenchmarkReducerApply: the
+// same records decoded into a generic map by encoding/json, nothing else.
+func BenchmarkBaselineJSONDecode(b *testing.B) {
+	recs := fleetRecords(8192)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var v map[string]any
+		if err := json.Unmarshal(recs[i%len(recs)].Value, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBaselineFullBuild16k is the baseline for BenchmarkPublish16k:
+// building the 16,384-worker view from scratch, as a non-incremental
+// reducer would on every change.
+func BenchmarkBaselineFullBuild16k(b *testing.B) {
+	recs := fleetRecords(16384)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		r := NewReducer(nil, nil)
+		r.Apply(events.DiscoveryResync{At: t0, Namespace: "dynamo", Records: recs})
+		if len(r.View().Workers) != 16384 {
+			b.Fatal("short view")
+		}
 	}
 }

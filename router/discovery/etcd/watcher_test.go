@@ -3,6 +3,7 @@ package etcdsource
 import (
 	"context"
 	"maps"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +134,9 @@ func TestLivePutAndDeleteArriveAsEvents(t *testing.T) {
 		}
 	}
 	require.Len(t, puts, 3, "the sibling namespace's put must not arrive")
+	// Each prefix has its own watch stream: order holds within a stream,
+	// not across streams, so compare in revision order.
+	sort.Slice(puts, func(i, j int) bool { return puts[i].Revision < puts[j].Revision })
 	assert.Equal(t, events.KV{Keyspace: events.EventChannels, Key: scopedKey, Value: []byte(scopedVal)}, puts[0].KV)
 	assert.Equal(t, events.KV{Keyspace: events.EventChannels, Key: legacyKey, Value: []byte(legacyVal)}, puts[1].KV)
 	assert.Equal(t, events.KV{Keyspace: events.Instances, Key: instKey, Value: []byte(instVal)}, puts[2].KV)

@@ -1,0 +1,45 @@
+package config
+
+import "strings"
+
+// EffectiveEndpoints is the etcd client's endpoint list: the configured
+// endpoints with bare host:port normalized to http://host:port, or, when
+// the embedded server is enabled and no endpoint is listed, http://<listen>.
+// A file cannot list endpoints beside an enabled embedded server (Validate
+// refuses it), so listed endpoints there come from the running process,
+// which knows the real address when listen asked for port 0.
+func (e EtcdDiscovery) EffectiveEndpoints() []string {
+	if e.Embedded.Enabled && len(e.Endpoints) == 0 {
+		return []string{"http://" + e.Embedded.Listen}
+	}
+	out := make([]string, len(e.Endpoints))
+	for i, ep := range e.Endpoints {
+		out[i] = normalizeEndpoint(ep)
+	}
+	return out
+}
+
+// Namespaces lists the Dynamo namespaces the configured source watches,
+// the primary one first.
+func (d Discovery) Namespaces() []string {
+	if d.Source == SourceKubernetes || d.Source == SourceKubernetesPods {
+		if len(d.Kubernetes.DynamoNamespaces) > 0 {
+			return d.Kubernetes.DynamoNamespaces
+		}
+		if d.Kubernetes.DynamoNamespace == "" {
+			return nil
+		}
+		return []string{d.Kubernetes.DynamoNamespace}
+	}
+	if len(d.Etcd.Namespaces) > 0 {
+		return d.Etcd.Namespaces
+	}
+	return []string{d.Etcd.Namespace}
+}
+
+func normalizeEndpoint(ep string) string {
+	if strings.Contains(ep, "://") {
+		return ep
+	}
+	return "http://" + ep
+}

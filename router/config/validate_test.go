@@ -1,0 +1,487 @@
+package config
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestValidateServerAdminBackends(t *testing.T) {
+	runRules(t, []ruleCase{
+		{"bind any interface", func(c *Config) { c.Server.BindAddress = ":8080" }, wantOK, "", ""},
+		{"bind ipv6", func(c *Config) { c.Server.BindAddress = "[::1]:8080" }, wantOK, "", ""},
+		{"bind without port", func(c *Config) { c.Server.BindAddress = "localhost" }, wantErr, "server.bind_address", "host:port"},
+		{"bind bad port", func(c *Config) { c.Server.BindAddress = "localhost:99999" }, wantErr, "server.bind_address", "port"},
+		{"bind empty", func(c *Config) { c.Server.BindAddress = "" }, wantErr, "server.bind_address", "empty"},
+
+		{"admin token set", nil, wantOK, "admin.token", ""},
+		{"admin token empty", func(c *Config) { c.Admin.Token = "" }, wantWarn, "admin.token", "admin API disabled"},
+		{"admin token whitespace", func(c *Config) { c.Admin.Token = "   " }, wantErr, "admin.token", "whitespace"},
+		{"admin token inner space", func(c *Config) { c.Admin.Token = "a b" }, wantErr, "admin.token", "whitespace"},
+
+		{"backend name empty", func(c *Config) { c.Backends[0].Name = "" }, wantErr, "backends[0].name", "empty"},
+		{"backend name spaces", func(c *Config) { c.Backends[0].Name = "a b" }, wantErr, "backends[0].name", "whitespace"},
+		{"backend name duplicate", func(c *Config) { c.Backends = append(c.Backends, c.Backends[0]) }, wantErr, "backends[1].name", "duplicate"},
+		{"backend type", func(c *Config) { c.Backends[0].Type = "grpc" }, wantErr, "backends[0].type", "openai"},
+		{"backend url https with base path", func(c *Config) { c.Backends[0].URL = "https://f.example:443/v1" }, wantOK, "", ""},
+		{"backend url empty", func(c *Config) { c.Backends[0].URL = "" }, wantErr, "backends[0].url", "empty"},
+		{"backend url scheme", func(c *Config) { c.Backends[0].URL = "ftp://f:21" }, wantErr, "backends[0].url", "http"},
+		{"backend url no host", func(c *Config) { c.Backends[0].URL = "http://" }, wantErr, "backends[0].url", "host"},
+		{"backend url query", func(c *Config) { c.Backends[0].URL = "http://f:1/?a=b" }, wantErr, "backends[0].url", "query"},
+		{"backend url garbage", func(c *Config) { c.Backends[0].URL = "http://f:port" }, wantErr, "backends[0].url", "valid URL"},
+		{"backend role prefill", func(c *Config) { c.Backends[0].Role = RolePrefill }, wantOK, "", ""},
+		{"backend role", func(c *Config) { c.Backends[0].Role = "both" }, wantErr, "backends[0].role", "unified"},
+		{"backend responses_api native", func(c *Config) { c.Backends[0].ResponsesAPI = ResponsesNative }, wantOK, "", ""},
+		{"backend responses_api", func(c *Config) { c.Backends[0].ResponsesAPI = "yes" }, wantErr, "backends[0].responses_api", "native"},
+		{"backend model empty", func(c *Config) { c.Backends[0].Models = []string{"m", " "} }, wantErr, "backends[0].models[1]", "empty"},
+		{"source", func(c *Config) { c.Dynamo.Discovery.Source = "consul" }, wantErr, "dynamo.discovery.source", "etcd, kubernetes or kubernetes_pods"},
+	})
+}
+
+func TestValidateEtcdEndpoints(t *testing.T) {
+	const eps = "dynamo.discovery.etcd.endpoints"
+	set := func(v ...string) func(*Config) { return func(c *Config) { c.Dynamo.Discovery.Etcd.Endpoints = v } }
+	runRules(t, []ruleCase{
+		{"http url", set("http://10.0.0.1:2379"), wantOK, "", ""},
+		{"bare host:port", set("10.0.0.1:2379", "etcd-1:2379"), wantOK, "", ""},
+		{"bare ipv6", set("[::1]:2379"), wantOK, "", ""},
+		{"url ipv6", set("http://[fd00::1]:2379"), wantOK, "", ""},
+		{"sixteen", set(repeat("e#:2379", 16)...), wantOK, "", ""},
+		{"seventeen", set(repeat("e#:2379", 17)...), wantErr, eps, "at most 16"},
+		{"empty when enabled", set(), wantErr, eps, "required"},
+		{"empty when disabled", func(c *Config) { c.Dynamo.Enabled = false; c.Dynamo.Discovery.Etcd.Endpoints = nil }, wantOK, "", ""},
+		{"empty under kubernetes source", func(c *Config) { podsBase(c); c.Dynamo.Discovery.Etcd.Endpoints = nil }, wantOK, "", ""},
+		{"empty entry", set(""), wantErr, eps + "[0]", "empty"},
+		{"whitespace", set("etcd :2379"), wantErr, eps + "[0]", "whitespace"},
+		{"unbracketed ipv6", set("::1:2379"), wantErr, eps + "[0]", "brackets"},
+		{"no port", set("http://etcd"), wantErr, eps + "[0]", "port"},
+		{"bare no port", set("etcd"), wantErr, eps + "[0]", "port"},
+		{"port zero", set("etcd:0"), wantErr, eps + "[0]", "1 to 65535"},
+		{"port too big", set("etcd:70000"), wantErr, eps + "[0]", "1 to 65535"},
+		{"scheme", set("unix://etcd:2379"), wantErr, eps + "[0]", "http:// or https://"},
+		{"user and password", set("http://root:hunter2@etcd:2379"), wantErr, eps + "[0]", "credentials"},
+		{"user only", set("http://root@etcd:2379"), wantErr, eps + "[0]", "credentials"},
+		{"bare with user", set("root@etcd:2379"), wantErr, eps + "[0]", "credentials"},
+		{"query", set("http://etcd:2379?x=1"), wantErr, eps + "[0]", "query"},
+		{"empty query", set("http://etcd:2379?"), wantErr, eps + "[0]", "query"},
+		{"fragment", set("http://etcd:2379#a"), wantErr, eps + "[0]", "fragment"},
+		{"empty fragment", set("http://etcd:2379#"), wantErr, eps + "[0]", "fragment"},
+		{"path", set("http://etcd:2379/v3"), wantErr, eps + "[0]", "path"},
+		{"root path", set("http://etcd:2379/"), wantErr, eps + "[0]", "path"},
+		{"mixed schemes", set("http://a:1", "https://b:1"), wantErr, eps, "mix"},
+		{"bare counts as http", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Endpoints = []string{"a:1", "https://b:1"}
+			c.Dynamo.Discovery.Etcd.TLS = &EtcdTLS{}
+		}, wantErr, eps, "mix"},
+	})
+}
+
+func TestEndpointMessagesDoNotLeakCredentials(t *testing.T) {
+	c := validBase()
+	c.Dynamo.Discovery.Etcd.Endpoints = []string{"http://root:hunter2@etcd:2379"}
+	errs, warns := c.Validate()
+	for _, i := range append(errs, warns...) {
+		assert.NotContains(t, i.Message, "hunter2")
+	}
+}
+
+func TestValidateEtcdTLSAuthEmbedded(t *testing.T) {
+	const p = "dynamo.discovery.etcd"
+	https := func(c *Config) {
+		c.Dynamo.Discovery.Etcd.Endpoints = []string{"https://10.0.0.5:2379"}
+		c.Dynamo.Discovery.Etcd.TLS = &EtcdTLS{CACert: "/ca.pem"}
+	}
+	runRules(t, []ruleCase{
+		{"https with tls", https, wantOK, "", ""},
+		{"https without tls block", func(c *Config) { c.Dynamo.Discovery.Etcd.Endpoints = []string{"https://10.0.0.5:2379"} }, wantOK, "", ""},
+		{"http with tls", func(c *Config) { c.Dynamo.Discovery.Etcd.TLS = &EtcdTLS{} }, wantErr, p + ".tls", "http://"},
+		{"client pair", func(c *Config) {
+			https(c)
+			c.Dynamo.Discovery.Etcd.TLS.ClientCert, c.Dynamo.Discovery.Etcd.TLS.ClientKey = "/c.pem", "/k.pem"
+		}, wantOK, "", ""},
+		{"client cert alone", func(c *Config) { https(c); c.Dynamo.Discovery.Etcd.TLS.ClientCert = "/c.pem" }, wantErr, p + ".tls", "together"},
+		{"client key alone", func(c *Config) { https(c); c.Dynamo.Discovery.Etcd.TLS.ClientKey = "/k.pem" }, wantErr, p + ".tls", "together"},
+		{"auth over https", func(c *Config) { https(c); c.Dynamo.Discovery.Etcd.Auth = &EtcdAuth{Username: "u", Password: "p"} }, wantOK, p + ".auth", "plaintext"},
+		{"auth over http", func(c *Config) { c.Dynamo.Discovery.Etcd.Auth = &EtcdAuth{Username: "u", Password: "p"} }, wantWarn, p + ".auth", "plaintext"},
+		{"auth without username", func(c *Config) { https(c); c.Dynamo.Discovery.Etcd.Auth = &EtcdAuth{Password: "p"} }, wantErr, p + ".auth.username", "empty"},
+
+		{"embedded", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Endpoints = nil
+			c.Dynamo.Discovery.Etcd.Embedded.Enabled = true
+		}, wantOK, "", ""},
+		{"embedded with endpoints", func(c *Config) { c.Dynamo.Discovery.Etcd.Embedded.Enabled = true }, wantErr, p + ".endpoints", "embedded"},
+		{"embedded listen without host", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Endpoints = nil
+			c.Dynamo.Discovery.Etcd.Embedded = EmbeddedEtcd{Enabled: true, Listen: ":2379"}
+		}, wantErr, p + ".embedded.listen", "host"},
+		{"embedded with tls", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Endpoints = nil
+			c.Dynamo.Discovery.Etcd.Embedded.Enabled = true
+			c.Dynamo.Discovery.Etcd.TLS = &EtcdTLS{}
+		}, wantErr, p + ".tls", "http://"},
+		{"embedded collides with server", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Endpoints = nil
+			c.Dynamo.Discovery.Etcd.Embedded = EmbeddedEtcd{Enabled: true, Listen: "localhost:8080"}
+		}, wantErr, p + ".embedded.listen", "server.bind_address"},
+		{"embedded collides with event bus", func(c *Config) {
+			busOn(c)
+			c.Dynamo.Discovery.Etcd.Endpoints = nil
+			c.Dynamo.Discovery.Etcd.Embedded = EmbeddedEtcd{Enabled: true, Listen: "127.0.0.1:7443"}
+		}, wantErr, p + ".embedded.listen", "event_bus.listen"},
+	})
+}
+
+func TestValidateEtcdNamespacesAndBackoff(t *testing.T) {
+	const p = "dynamo.discovery.etcd"
+	runRules(t, []ruleCase{
+		{"namespace", func(c *Config) { c.Dynamo.Discovery.Etcd.Namespace = "dyn-prod.a_b" }, wantOK, "", ""},
+		{"namespace empty", func(c *Config) { c.Dynamo.Discovery.Etcd.Namespace = "" }, wantErr, p + ".namespace", "empty"},
+		{"namespace slash", func(c *Config) { c.Dynamo.Discovery.Etcd.Namespace = "a/b" }, wantErr, p + ".namespace", "'/'"},
+		{"namespace space", func(c *Config) { c.Dynamo.Discovery.Etcd.Namespace = "a b" }, wantErr, p + ".namespace", "whitespace"},
+		{"namespace control", func(c *Config) { c.Dynamo.Discovery.Etcd.Namespace = "a\x01" }, wantErr, p + ".namespace", "control"},
+		{"namespaces", twoNamespaces, wantOK, "", ""},
+		{"namespaces sixteen", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Namespaces = repeat("n#", 16)
+			c.Dynamo.Shim = Shim{}
+		}, wantOK, "", ""},
+		{"namespaces seventeen", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.Namespaces = repeat("n#", 17)
+			c.Dynamo.Shim = Shim{}
+		}, wantErr, p + ".namespaces", "at most 16"},
+		{"namespaces duplicate", func(c *Config) { twoNamespaces(c); c.Dynamo.Discovery.Etcd.Namespaces[1] = "prod" }, wantErr, p + ".namespaces[1]", "duplicate"},
+		{"namespaces bad entry", func(c *Config) { twoNamespaces(c); c.Dynamo.Discovery.Etcd.Namespaces[0] = "a/b" }, wantErr, p + ".namespaces[0]", "'/'"},
+		{"namespaces with non-default namespace", func(c *Config) { twoNamespaces(c); c.Dynamo.Discovery.Etcd.Namespace = "other" }, wantErr, p + ".namespaces", "non-default"},
+		{"single namespaces entry with backends", func(c *Config) { c.Dynamo.Discovery.Etcd.Namespaces = []string{"prod"} }, wantOK, "", ""},
+
+		{"backoff equal", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.WatchReconnectBackoff = Backoff{dur(time.Second), dur(time.Second)}
+		}, wantOK, "", ""},
+		{"backoff max below initial", func(c *Config) {
+			c.Dynamo.Discovery.Etcd.WatchReconnectBackoff = Backoff{dur(time.Minute), dur(time.Second)}
+		}, wantErr, p + ".watch_reconnect_backoff.max", ">= initial"},
+		{"backoff initial zero", func(c *Config) { c.Dynamo.Discovery.Etcd.WatchReconnectBackoff.Initial = 0 }, wantErr, p + ".watch_reconnect_backoff.initial", "greater than 0"},
+		{"backoff max zero", func(c *Config) { c.Dynamo.Discovery.Etcd.WatchReconnectBackoff.Max = 0 }, wantErr, p + ".watch_reconnect_backoff.max", "greater than 0"},
+	})
+}
+
+func TestValidateKubernetes(t *testing.T) {
+	const p = "dynamo.discovery.kubernetes"
+	pods := func(f func(c *Config)) func(*Config) {
+		return func(c *Config) {
+			podsBase(c)
+			if f != nil {
+				f(c)
+			}
+		}
+	}
+	kube := func(f func(k *KubernetesDiscovery)) func(*Config) {
+		return pods(func(c *Config) { f(&c.Dynamo.Discovery.Kubernetes) })
+	}
+	models := func(m ...ComponentModel) func(*Config) {
+		return kube(func(k *KubernetesDiscovery) { k.Model = ""; k.Models = m })
+	}
+	// Several graphs need shim pools; these cases are about discovery, so
+	// they drop the shim.
+	multi := func(m ...ComponentModel) func(*Config) {
+		return pods(func(c *Config) {
+			c.Dynamo.Shim = Shim{}
+			k := &c.Dynamo.Discovery.Kubernetes
+			k.DynamoNamespace, k.DynamoNamespaces = "", []string{"a", "b"}
+			k.Model, k.Models = "", m
+		})
+	}
+	metadata := func(f func(k *KubernetesDiscovery)) func(*Config) {
+		return pods(func(c *Config) {
+			c.Dynamo.Discovery.Source = SourceKubernetes
+			c.Dynamo.Discovery.Kubernetes.Model = ""
+			f(&c.Dynamo.Discovery.Kubernetes)
+		})
+	}
+	many := make([]ComponentModel, 257)
+	for i := range many {
+		many[i] = ComponentModel{Component: repeat("c#", i+1)[i], Model: "m"}
+	}
+	runRules(t, []ruleCase{
+		{"pods", pods(nil), wantOK, "", ""},
+		{"pods warns about missing signals", pods(nil), wantWarn, "dynamo.discovery.source", "round-robin"},
+		{"namespace upper case", kube(func(k *KubernetesDiscovery) { k.Namespace = "Dynamo" }), wantErr, p + ".namespace", "DNS-1123"},
+		{"namespace empty", kube(func(k *KubernetesDiscovery) { k.Namespace = "" }), wantErr, p + ".namespace", "empty"},
+		{"namespace too long", kube(func(k *KubernetesDiscovery) { k.Namespace = strings.Repeat("a", 64) }), wantErr, p + ".namespace", "DNS-1123"},
+		{"dynamo_namespace missing", kube(func(k *KubernetesDiscovery) { k.DynamoNamespace = "" }), wantErr, p + ".dynamo_namespace", "empty"},
+		{"dynamo_namespace label value", kube(func(k *KubernetesDiscovery) { k.DynamoNamespace = "Dyn_A.1" }), wantOK, "", ""},
+		{"dynamo_namespace not a label value", kube(func(k *KubernetesDiscovery) { k.DynamoNamespace = "dyn a!" }), wantErr, p + ".dynamo_namespace", "label value"},
+		{"dynamo_namespace and list", kube(func(k *KubernetesDiscovery) { k.DynamoNamespaces = []string{"b"} }), wantErr, p + ".dynamo_namespaces", "dynamo_namespace"},
+		{"dynamo_namespaces too many", kube(func(k *KubernetesDiscovery) { k.DynamoNamespace, k.DynamoNamespaces = "", repeat("n#", 17) }), wantErr, p + ".dynamo_namespaces", "at most 16"},
+		{"dynamo_namespaces duplicate", kube(func(k *KubernetesDiscovery) { k.DynamoNamespace, k.DynamoNamespaces = "", []string{"a", "a"} }), wantErr, p + ".dynamo_namespaces[1]", "duplicate"},
+		{"backoff", kube(func(k *KubernetesDiscovery) { k.WatchReconnectBackoff.Max = dur(time.Millisecond) }), wantErr, p + ".watch_reconnect_backoff.max", ">= initial"},
+
+		{"model and models", kube(func(k *KubernetesDiscovery) { k.Models = []ComponentModel{{Component: "c", Model: "m"}} }), wantErr, p + ".models", "exactly one"},
+		{"neither model nor models", kube(func(k *KubernetesDiscovery) { k.Model = "" }), wantErr, p + ".model", "required"},
+		{"model with whitespace", kube(func(k *KubernetesDiscovery) { k.Model = "solar pro" }), wantErr, p + ".model", "whitespace"},
+		{"models", models(ComponentModel{Component: "VllmWorker-a", Model: "m1"}, ComponentModel{Component: "VllmWorker-b", Model: "m2"}), wantOK, "", ""},
+		{"models too many", models(many...), wantErr, p + ".models", "at most 256"},
+		{"models component empty", models(ComponentModel{Model: "m"}), wantErr, p + ".models[0].component", "empty"},
+		{"models model empty", models(ComponentModel{Component: "c"}), wantErr, p + ".models[0].model", "empty"},
+		{"models model whitespace", models(ComponentModel{Component: "c", Model: "a b"}), wantErr, p + ".models[0].model", "whitespace"},
+		{"models duplicate component", models(ComponentModel{Component: "c", Model: "a"}, ComponentModel{Component: "c", Model: "b"}), wantErr, p + ".models[1].component", "duplicate"},
+		{"models matching namespace", models(ComponentModel{Component: "c", Model: "a", DynamoNamespace: "dyn-a"}), wantOK, "", ""},
+		{"models other namespace", models(ComponentModel{Component: "c", Model: "a", DynamoNamespace: "dyn-b"}), wantErr, p + ".models[0].dynamo_namespace", "differs"},
+		{"multi models with namespaces", multi(ComponentModel{Component: "c", Model: "x", DynamoNamespace: "a"}, ComponentModel{Component: "c", Model: "y", DynamoNamespace: "b"}), wantOK, "", ""},
+		{"dynamo_namespaces with one model", pods(func(c *Config) {
+			c.Dynamo.Shim = Shim{}
+			c.Dynamo.Discovery.Kubernetes.DynamoNamespace, c.Dynamo.Discovery.Kubernetes.DynamoNamespaces = "", []string{"a", "b"}
+		}), wantOK, "", ""},
+		{"multi models need namespace", multi(ComponentModel{Component: "c", Model: "x"}), wantErr, p + ".models[0].dynamo_namespace", "required"},
+		{"multi models unknown namespace", multi(ComponentModel{Component: "c", Model: "x", DynamoNamespace: "z"}), wantErr, p + ".models[0].dynamo_namespace", "not listed"},
+		{"multi models duplicate", multi(ComponentModel{Component: "c", Model: "x", DynamoNamespace: "a"}, ComponentModel{Component: "c", Model: "y", DynamoNamespace: "a"}), wantErr, p + ".models[1].component", "duplicate"},
+
+		{"metadata source without model", metadata(func(k *KubernetesDiscovery) { k.Model = "" }), wantOK, p + ".model", "ignored"},
+		{"metadata source with model", metadata(func(k *KubernetesDiscovery) { k.Model = "m" }), wantWarn, p + ".model", "ignored"},
+		{"metadata source with models", metadata(func(k *KubernetesDiscovery) { k.Models = []ComponentModel{{Component: "c", Model: "m"}} }), wantWarn, p + ".models", "ignored"},
+		{"kubernetes block unused under etcd", func(c *Config) { c.Dynamo.Discovery.Kubernetes.Namespace = "Not Valid" }, wantOK, "", ""},
+	})
+}
+
+func TestValidateLoad(t *testing.T) {
+	const p = "dynamo.load"
+	runRules(t, []ruleCase{
+		{"staleness floor", func(c *Config) { c.Dynamo.Load.MaxStaleness = dur(100 * time.Millisecond) }, wantOK, "", ""},
+		{"staleness ceiling", func(c *Config) { c.Dynamo.Load.MaxStaleness = dur(5 * time.Minute) }, wantOK, "", ""},
+		{"staleness too short", func(c *Config) { c.Dynamo.Load.MaxStaleness = dur(99 * time.Millisecond) }, wantErr, p + ".max_staleness", "between 100ms and 5m"},
+		{"staleness too long", func(c *Config) { c.Dynamo.Load.MaxStaleness = dur(5*time.Minute + time.Second) }, wantErr, p + ".max_staleness", "between"},
+		{"transport broker", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker }, wantOK, "", ""},
+		{"transport unknown", func(c *Config) { c.Dynamo.Load.Transport = "zmq" }, wantErr, p + ".transport", "direct or broker"},
+		{"broker without event bus", func(c *Config) { c.Dynamo.Load.Transport = TransportBroker }, wantWarn, p + ".transport", "event_bus"},
+		{"cidrs v4 and v6", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.0/8", "fd00::/8"} }, wantOK, "", ""},
+		{"cidrs sixty-four", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = cidrs(64) }, wantOK, "", ""},
+		{"cidrs sixty-five", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = cidrs(65) }, wantErr, p + ".direct_allow_cidrs", "at most 64"},
+		{"cidr invalid", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.0/33"} }, wantErr, p + ".direct_allow_cidrs[0]", "CIDR"},
+		{"cidr bare address", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.1"} }, wantErr, p + ".direct_allow_cidrs[0]", "CIDR"},
+		{"cidr duplicate", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.0/8", "10.0.0.0/8"} }, wantErr, p + ".direct_allow_cidrs[1]", "duplicate"},
+		{"cidrs unset", func(c *Config) { c.Dynamo.Load.DirectAllowCIDRs = nil }, wantWarn, p + ".direct_allow_cidrs", "Pod CIDRs"},
+		{"cidrs unset under broker", func(c *Config) {
+			busOn(c)
+			c.Dynamo.Load.Transport, c.Dynamo.Load.DirectAllowCIDRs = TransportBroker, nil
+		}, wantOK, p + ".direct_allow_cidrs", "Pod CIDRs"},
+		{"cidrs unset while disabled", func(c *Config) { c.Dynamo.Enabled, c.Dynamo.Load.DirectAllowCIDRs = false, nil }, wantOK, p + ".direct_allow_cidrs", "Pod CIDRs"},
+	})
+}
+
+func cidrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "10." + strconv.Itoa(i) + ".0.0/16"
+	}
+	return out
+}
+
+func TestValidateExternalEtcdInDirectMode(t *testing.T) {
+	const ep = "dynamo.discovery.etcd.endpoints[0]"
+	set := func(host string) func(*Config) {
+		return func(c *Config) { c.Dynamo.Discovery.Etcd.Endpoints = []string{host} }
+	}
+	runRules(t, []ruleCase{
+		{"private ip", set("10.1.2.3:2379"), wantOK, ep, "external"},
+		{"loopback", set("127.0.0.1:2379"), wantOK, ep, "external"},
+		{"service name", set("etcd:2379"), wantOK, ep, "external"},
+		{"svc name", set("etcd-0.etcd.dynamo.svc:2379"), wantOK, ep, "external"},
+		{"cluster.local", set("etcd.dynamo.svc.cluster.local:2379"), wantOK, ep, "external"},
+		{"ipv6 ula", set("[fd00::1]:2379"), wantOK, ep, "external"},
+		{"public ip", set("8.8.8.8:2379"), wantWarn, ep, "appears external"},
+		{"public name", set("etcd.example.com:2379"), wantWarn, ep, "appears external"},
+		{"public under broker", func(c *Config) {
+			busOn(c)
+			c.Dynamo.Load.Transport = TransportBroker
+			c.Dynamo.Discovery.Etcd.Endpoints = []string{"etcd.example.com:2379"}
+		}, wantOK, ep, "external"},
+	})
+}
+
+func TestValidateShim(t *testing.T) {
+	const p = "dynamo.shim"
+	add := func(b Backend) func(*Config) {
+		return func(c *Config) {
+			c.Backends = append(c.Backends, b)
+			c.Dynamo.Shim.Backends = append(c.Dynamo.Shim.Backends, b.Name)
+		}
+	}
+	mm := func(n int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[strings.Repeat("k", i+1)] = "v"
+		}
+		return m
+	}
+	names := func(n int) func(*Config) {
+		return func(c *Config) {
+			c.Dynamo.Shim.Backends = nil
+			for i := range n {
+				name := "f" + strconv.Itoa(i)
+				c.Backends = append(c.Backends, Backend{Name: name, Type: BackendTypeOpenAI, URL: "http://f:1", Role: RoleUnified, Enabled: ptr(true)})
+				c.Dynamo.Shim.Backends = append(c.Dynamo.Shim.Backends, name)
+			}
+		}
+	}
+	runRules(t, []ruleCase{
+		{"sixty-four replicas", names(64), wantOK, "", ""},
+		{"sixty-five replicas", names(65), wantErr, p + ".backends", "at most 64"},
+		{"unknown backend", func(c *Config) { c.Dynamo.Shim.Backends = []string{"nope"} }, wantErr, p + ".backends[0]", "backends[].name"},
+		{"empty name", func(c *Config) { c.Dynamo.Shim.Backends = []string{""} }, wantErr, p + ".backends[0]", "empty"},
+		{"duplicate", func(c *Config) { c.Dynamo.Shim.Backends = []string{"frontend", "frontend"} }, wantErr, p + ".backends[1]", "duplicate"},
+		{"internal replica", add(Backend{Name: "i", Type: BackendTypeOpenAI, URL: "http://i:1", Role: RoleUnified, Internal: true, Enabled: ptr(true)}), wantWarn, p + ".backends[1]", "internal: true"},
+		{"disabled replica", add(Backend{Name: "d", Type: BackendTypeOpenAI, URL: "http://d:1", Role: RoleUnified, Enabled: ptr(false)}), wantWarn, p + ".backends[1]", "enabled: false"},
+		{"listed while dynamo disabled", func(c *Config) { c.Dynamo.Enabled = false }, wantWarn, p, "dynamo.enabled is false"},
+		{"listed while disaggregation disabled", func(c *Config) { c.DisaggregatedServing.Enabled = false }, wantWarn, p, "disaggregated_serving.enabled is false"},
+		{"listed while both enabled", nil, wantOK, p, "is false"},
+		{"backends and pools", func(c *Config) {
+			c.Dynamo.Shim.Pools = []ShimPool{{Namespace: "dynamo", Backends: []string{"frontend"}}}
+		}, wantErr, p, "not both"},
+		{"single namespace pool", func(c *Config) {
+			c.Dynamo.Shim = Shim{Pools: []ShimPool{{Namespace: "dynamo", Backends: []string{"frontend"}}}}
+		}, wantOK, "", ""},
+
+		{"pools per namespace", twoNamespaces, wantOK, "", ""},
+		{"several namespaces with backends", func(c *Config) {
+			twoNamespaces(c)
+			c.Dynamo.Shim.Pools, c.Dynamo.Shim.Backends = nil, []string{"frontend"}
+		}, wantErr, p + ".backends", "shim.pools"},
+		{"pool for unknown namespace", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools[0].Namespace = "staging" }, wantErr, p + ".pools[0].namespace", "not a configured"},
+		{"pool namespace empty", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools[0].Namespace = "" }, wantErr, p + ".pools[0].namespace", "empty"},
+		{"two pools for one namespace", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools[1].Namespace = "prod" }, wantErr, p + ".pools[1].namespace", "already has a pool"},
+		{"namespace without pool", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools = c.Dynamo.Shim.Pools[:1] }, wantErr, p + ".pools", `"canary" has no pool`},
+		{"backend in two pools", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools[1].Backends = []string{"frontend"} }, wantErr, p + ".pools[1].backends[0]", "already belongs"},
+		{"pool without backends", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools[1].Backends = nil }, wantErr, p + ".pools[1].backends", "at least one"},
+		{"pool unknown backend", func(c *Config) { twoNamespaces(c); c.Dynamo.Shim.Pools[1].Backends = []string{"x"} }, wantErr, p + ".pools[1].backends[0]", "backends[].name"},
+		{"pool internal backend", func(c *Config) { twoNamespaces(c); c.Backends[1].Internal = true }, wantWarn, p + ".pools[1].backends[0]", "internal"},
+
+		{"model map", func(c *Config) { c.Dynamo.Shim.ModelMap = map[string]string{"qwen3": "Qwen/Qwen3-32B"} }, wantOK, "", ""},
+		{"model map limit", func(c *Config) { c.Dynamo.Shim.ModelMap = mm(1024) }, wantOK, "", ""},
+		{"model map too big", func(c *Config) { c.Dynamo.Shim.ModelMap = mm(1025) }, wantErr, p + ".model_map", "at most 1024"},
+		{"model map empty key", func(c *Config) { c.Dynamo.Shim.ModelMap = map[string]string{"": "m"} }, wantErr, p + `.model_map[""]`, "key"},
+		{"model map empty value", func(c *Config) { c.Dynamo.Shim.ModelMap = map[string]string{"a": ""} }, wantErr, p + `.model_map["a"]`, "value"},
+	})
+}
+
+func TestValidateKV(t *testing.T) {
+	const p = "dynamo.kv"
+	runRules(t, []ruleCase{
+		{"defaults", func(c *Config) { c.Dynamo.KV.Enabled = true; c.Dynamo.KV.PinnedArtifacts = []string{pin} }, wantOK, "", ""},
+		{"credit zero", func(c *Config) { c.Dynamo.KV.OverlapScoreCredit = 0 }, wantOK, "", ""},
+		{"credit above one", func(c *Config) { c.Dynamo.KV.OverlapScoreCredit = 1.1 }, wantErr, p + ".overlap_score_credit", "between 0.0 and 1.0"},
+		{"credit negative", func(c *Config) { c.Dynamo.KV.OverlapScoreCredit = -0.1 }, wantErr, p + ".overlap_score_credit", "between"},
+		{"scale negative", func(c *Config) { c.Dynamo.KV.PrefillLoadScale = -1 }, wantErr, p + ".prefill_load_scale", ">= 0"},
+		{"temperature", func(c *Config) { c.Dynamo.KV.RouterTemperature = 0.5 }, wantOK, "", ""},
+		{"temperature negative", func(c *Config) { c.Dynamo.KV.RouterTemperature = -1 }, wantErr, p + ".router_temperature", ">= 0"},
+		{"pin malformed", func(c *Config) { c.Dynamo.KV.PinnedArtifacts = []string{"blake3:abc"} }, wantErr, p + ".pinned_artifacts[0]", "64 lowercase hex"},
+		{"pin upper case", func(c *Config) { c.Dynamo.KV.PinnedArtifacts = []string{strings.ToUpper(pin)} }, wantErr, p + ".pinned_artifacts[0]", "blake3:"},
+		{"pin duplicate", func(c *Config) { c.Dynamo.KV.PinnedArtifacts = []string{pin, pin} }, wantErr, p + ".pinned_artifacts[1]", "duplicate"},
+		{"enabled without pins", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantWarn, p + ".pinned_artifacts", "empty"},
+		{"busy threshold", func(c *Config) { c.Dynamo.KV.ConditionalDisaggregation.DecodeBusyThreshold = ptr(0.8) }, wantOK, "", ""},
+		{"busy threshold above one", func(c *Config) { c.Dynamo.KV.ConditionalDisaggregation.DecodeBusyThreshold = ptr(1.5) }, wantErr, p + ".conditional_disaggregation.decode_busy_threshold", "between 0.0 and 1.0"},
+		{"busy threshold negative", func(c *Config) { c.Dynamo.KV.ConditionalDisaggregation.DecodeBusyThreshold = ptr(-0.5) }, wantErr, p + ".conditional_disaggregation.decode_busy_threshold", "between"},
+		{"conditional disaggregation off", nil, wantOK, p + ".conditional_disaggregation.enabled", "503"},
+		{"conditional disaggregation on", func(c *Config) { c.Dynamo.KV.ConditionalDisaggregation.Enabled = true }, wantWarn, p + ".conditional_disaggregation.enabled", "503"},
+	})
+}
+
+func TestValidateEventBus(t *testing.T) {
+	const p = "dynamo.event_bus"
+	on := func(f func(b *EventBus)) func(*Config) {
+		return func(c *Config) {
+			busOn(c)
+			f(&c.Dynamo.EventBus)
+		}
+	}
+	listener := BusClient{ID: "kv-listener-a", Role: BusRoleKVListener, TokenHash: hashB, Backends: []string{"vllm-1"}}
+	runRules(t, []ruleCase{
+		{"enabled", on(func(*EventBus) {}), wantOK, "", ""},
+		{"listen empty", on(func(b *EventBus) { b.Listen = "" }), wantErr, p + ".listen", "empty"},
+		{"listen malformed", on(func(b *EventBus) { b.Listen = "7443" }), wantErr, p + ".listen", "host:port"},
+		{"listen collides with server", on(func(b *EventBus) { b.Listen = "127.0.0.1:8080" }), wantErr, p + ".listen", "server.bind_address"},
+		{"wildcard collides with server", on(func(b *EventBus) { b.Listen = "0.0.0.0:8080" }), wantErr, p + ".listen", "server.bind_address"},
+		{"localhost collides with loopback", func(c *Config) {
+			busOn(c)
+			c.Dynamo.EventBus.Listen = "localhost:9000"
+			c.Server.BindAddress = "127.0.0.1:9000"
+		}, wantErr, p + ".listen", "server.bind_address"},
+		{"different hosts same port", func(c *Config) { busOn(c); c.Dynamo.EventBus.Listen = "10.0.0.1:8080" }, wantOK, "", ""},
+		{"disabled may share", func(c *Config) { c.Dynamo.EventBus.Listen = "127.0.0.1:8080" }, wantOK, "", ""},
+		{"cert missing", on(func(b *EventBus) { b.TLS.Cert = "" }), wantErr, p + ".tls.cert", "required"},
+		{"key missing", on(func(b *EventBus) { b.TLS.Key = "" }), wantErr, p + ".tls.key", "required"},
+		{"no brokers", on(func(b *EventBus) { b.Brokers = nil }), wantWarn, p + ".brokers", "refused"},
+
+		{"broker id empty", on(func(b *EventBus) { b.Brokers[0].ID = "" }), wantErr, p + ".brokers[0].id", "empty"},
+		{"broker id upper case", on(func(b *EventBus) { b.Brokers[0].ID = "Broker-A" }), wantErr, p + ".brokers[0].id", "lowercase DNS name"},
+		{"broker id wildcard", on(func(b *EventBus) { b.Brokers[0].ID = "*.dynamo" }), wantErr, p + ".brokers[0].id", "wildcards"},
+		{"broker id duplicate", on(func(b *EventBus) {
+			b.Brokers = append(b.Brokers, BusClient{ID: "broker-a.dynamo", Role: BusRoleBroker, TokenHash: hashB, Namespaces: []string{"x"}})
+		}), wantErr, p + ".brokers[1].id", "duplicate"},
+		{"token hash malformed", on(func(b *EventBus) { b.Brokers[0].TokenHash = "sha256:ABC" }), wantErr, p + ".brokers[0].token_hash", "64 lowercase hex"},
+		{"plain token", on(func(b *EventBus) { b.Brokers[0].TokenHash = "my-token" }), wantErr, p + ".brokers[0].token_hash", "never the token"},
+		{"token hash upper case", on(func(b *EventBus) { b.Brokers[0].TokenHash = strings.ToUpper(hashA) }), wantErr, p + ".brokers[0].token_hash", "sha256:"},
+		{"no credential", on(func(b *EventBus) { b.Brokers[0].TokenHash = "" }), wantErr, p + ".brokers[0].token_hash", "client_ca"},
+		{"certificate credential", on(func(b *EventBus) { b.Brokers[0].TokenHash = ""; b.TLS.ClientCA = "/ca.crt" }), wantOK, "", ""},
+		{"shared token", on(func(b *EventBus) { l := listener; l.TokenHash = hashA; b.Brokers = append(b.Brokers, l) }), wantErr, p + ".brokers[1].token_hash", "same token"},
+		{"role unknown", on(func(b *EventBus) { b.Brokers[0].Role = "relay" }), wantErr, p + ".brokers[0].role", "broker or kv_listener"},
+		{"broker with backends", on(func(b *EventBus) { b.Brokers[0].Backends = []string{"vllm-1"} }), wantErr, p + ".brokers[0].backends", "only kv_listener"},
+		{"broker any namespace", on(func(b *EventBus) { b.Brokers[0].Namespaces = nil }), wantWarn, p + ".brokers[0].namespaces", "any Dynamo namespace"},
+		{"broker bad namespace", on(func(b *EventBus) { b.Brokers[0].Namespaces = []string{"a/b"} }), wantErr, p + ".brokers[0].namespaces[0]", "'/'"},
+		{"broker duplicate namespace", on(func(b *EventBus) { b.Brokers[0].Namespaces = []string{"a", "a"} }), wantErr, p + ".brokers[0].namespaces[1]", "duplicate"},
+		{"kv listener", on(func(b *EventBus) { b.Brokers = append(b.Brokers, listener) }), wantOK, "", ""},
+		{"kv listener with namespaces", on(func(b *EventBus) { l := listener; l.Namespaces = []string{"dynamo"}; b.Brokers = append(b.Brokers, l) }), wantErr, p + ".brokers[1].namespaces", "not namespaces"},
+		{"kv listener without backends", on(func(b *EventBus) { l := listener; l.Backends = nil; b.Brokers = append(b.Brokers, l) }), wantErr, p + ".brokers[1].backends", "at least one"},
+		{"kv listener empty backend", on(func(b *EventBus) { l := listener; l.Backends = []string{""}; b.Brokers = append(b.Brokers, l) }), wantErr, p + ".brokers[1].backends[0]", "empty"},
+		{"entries checked while disabled", func(c *Config) { c.Dynamo.EventBus.Brokers = []BusClient{{ID: "a", Role: "x", TokenHash: hashA}} }, wantErr, p + ".brokers[0].role", "broker"},
+
+		{"max sessions zero", on(func(b *EventBus) { b.MaxSessions = 0 }), wantErr, p + ".max_sessions", "at least 1"},
+		{"max streams zero", on(func(b *EventBus) { b.MaxStreamsPerSession = 0 }), wantErr, p + ".max_streams_per_session", "at least 1"},
+		{"buffer at floor", on(func(b *EventBus) { b.MaxStreamsPerSession, b.MaxSessionBufferBytes = 16, 16*64<<10 }), wantOK, "", ""},
+		{"buffer below floor", on(func(b *EventBus) { b.MaxStreamsPerSession, b.MaxSessionBufferBytes = 16, 16*64<<10-1 }), wantErr, p + ".max_session_buffer_bytes", "max_streams_per_session * 64 KiB"},
+		{"default streams need 64MiB", on(func(b *EventBus) { b.MaxSessionBufferBytes = 32 << 20 }), wantErr, p + ".max_session_buffer_bytes", "67108864"},
+		{"buffer above http2 window", on(func(b *EventBus) { b.MaxSessionBufferBytes = math.MaxInt32 + 1 }), wantErr, p + ".max_session_buffer_bytes", "HTTP/2"},
+		{"heartbeat zero", on(func(b *EventBus) { b.HeartbeatInterval = 0 }), wantErr, p + ".heartbeat_interval", "greater than 0"},
+		{"idle not above heartbeat", on(func(b *EventBus) { b.IdleTimeout = b.HeartbeatInterval }), wantErr, p + ".idle_timeout", "longer than heartbeat_interval"},
+	})
+}
+
+func TestValidateInactiveFeatures(t *testing.T) {
+	runRules(t, []ruleCase{
+		{"load", nil, wantWarn, "dynamo.load", "load signals are not active yet"},
+		{"load while disabled", func(c *Config) { c.Dynamo.Enabled = false }, wantOK, "dynamo.load", "not active yet"},
+		{"shim", nil, wantWarn, "dynamo.shim", "not active yet"},
+		{"backends", nil, wantWarn, "backends", "not active yet"},
+		{"no backends", func(c *Config) { c.Backends, c.Dynamo.Shim = nil, Shim{} }, wantOK, "backends", "not active yet"},
+		{"kv", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantWarn, "dynamo.kv.enabled", "not active yet"},
+		{"kv off", nil, wantOK, "dynamo.kv.enabled", "not active yet"},
+		{"event bus", busOn, wantWarn, "dynamo.event_bus.enabled", "not active yet"},
+		{"kubernetes_pods", podsBase, wantWarn, "dynamo.discovery.source", "kubernetes_pods source is not active yet"},
+		{"kubernetes", func(c *Config) {
+			podsBase(c)
+			c.Dynamo.Discovery.Source = SourceKubernetes
+			c.Dynamo.Discovery.Kubernetes.Model = ""
+		}, wantWarn, "dynamo.discovery.source", "kubernetes source is not active yet"},
+		{"etcd", nil, wantOK, "dynamo.discovery.source", "not active yet"},
+	})
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := validBase()
+	c.Server.BindAddress = "nope"
+	c.Dynamo.Discovery.Etcd.Endpoints = []string{"http://u:p@a:1", "b:1/x"}
+	c.Dynamo.Load.MaxStaleness = 0
+	errs, _ := c.Validate()
+	paths := make([]string, len(errs))
+	for i, e := range errs {
+		paths[i] = e.Path
+	}
+	assert.Equal(t, []string{
+		"server.bind_address",
+		"dynamo.discovery.etcd.endpoints[0]",
+		"dynamo.discovery.etcd.endpoints[1]",
+		"dynamo.load.max_staleness",
+	}, paths)
+}
