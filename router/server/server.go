@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/yaml.v3"
 
 	"switchyard/router/admin"
 	"switchyard/router/clock"
@@ -118,8 +119,22 @@ func (s *Server) routes() http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(s.discovery, func() any { return s.cfg.Load().Masked() })))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(s.discovery, s.maskedConfig)))
 	return mux
+}
+
+// maskedConfig renders the live configuration with secrets masked, keyed
+// by the YAML field names operators write.
+func (s *Server) maskedConfig() any {
+	b, err := s.cfg.Load().Masked().YAML()
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	return v
 }
 
 // Reload installs a new configuration. One with validation errors is
