@@ -22,6 +22,8 @@ const (
 	KindConnectFailed = "connect_failed"
 	// KindSeedTruncated: a prefix held more records than a snapshot reads.
 	KindSeedTruncated = "seed_truncated"
+	// KindSeedOversized: one value was over the response ceiling and skipped.
+	KindSeedOversized = "oversized"
 )
 
 // passEnd says why a pass ended.

@@ -87,6 +87,7 @@ func (w *Watcher) dial(ctx context.Context) (*clientv3.Client, error) {
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		TLS:                  tc,
+		MaxCallRecvMsgSize:   maxResponseBytes,
 		Username:             w.cfg.Username,
 		Password:             w.cfg.Password,
 		Context:              ctx,

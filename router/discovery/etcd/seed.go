@@ -4,6 +4,8 @@ import (
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"switchyard/router/discovery"
 	"switchyard/router/events"
@@ -20,6 +22,12 @@ const (
 	// that one response cannot balloon.
 	seedPageSize = 128
 )
+
+// maxResponseBytes caps one gRPC response the client accepts, so a page of
+// huge fleet-written values cannot balloon the router. It must exceed the
+// reducer's 16 MiB record ceiling; a page over it is re-read in smaller
+// pages, and a single value over it is skipped. A variable for tests.
+var maxResponseBytes = 64 << 20
 
 // ranger is the only part of the etcd client a snapshot may touch.
 type ranger interface {
@@ -52,6 +60,8 @@ type snapshot struct {
 	records map[string][]events.KV
 	// truncated lists prefixes that held more than maxSeedRecords.
 	truncated []string
+	// skipped lists keys whose value alone exceeded maxResponseBytes.
+	skipped []string
 }
 
 // takeSnapshot range-gets every prefix at a single revision: the first
@@ -61,7 +71,7 @@ type snapshot struct {
 func takeSnapshot(ctx context.Context, r ranger, list []watched) (snapshot, error) {
 	s := snapshot{records: make(map[string][]events.KV)}
 	for _, w := range list {
-		kvs, full, err := readPrefix(ctx, r, w.Prefix, &s.revision)
+		kvs, full, err := readPrefix(ctx, r, w.Prefix, &s.revision, &s.skipped)
 		if err != nil {
 			return s, err
 		}
@@ -75,15 +85,30 @@ func takeSnapshot(ctx context.Context, r ranger, list []watched) (snapshot, erro
 
 // readPrefix pages through one prefix. *rev == 0 means no revision is
 // fixed yet; the first response fixes it.
-func readPrefix(ctx context.Context, r ranger, p discovery.Prefix, rev *int64) (out []events.KV, truncated bool, err error) {
+func readPrefix(ctx context.Context, r ranger, p discovery.Prefix, rev *int64, skipped *[]string) (out []events.KV, truncated bool, err error) {
 	end := clientv3.GetPrefixRangeEnd(p.Key)
 	key := p.Key
+	limit := int64(seedPageSize)
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(seedPageSize)}
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(limit)}
 		if *rev != 0 {
 			opts = append(opts, clientv3.WithRev(*rev))
 		}
 		resp, err := r.Get(ctx, key, opts...)
+		if status.Code(err) == codes.ResourceExhausted {
+			if limit > 1 {
+				limit = max(limit/2, 1) // the page was too large: smaller pages
+				continue
+			}
+			// One value alone is over the ceiling: name it and step past it.
+			next, err := skipKey(ctx, r, key, end, *rev)
+			if err != nil || next == "" {
+				return out, false, err
+			}
+			*skipped = append(*skipped, next)
+			key = next + "\x00"
+			continue
+		}
 		if err != nil {
 			return nil, false, err
 		}
@@ -107,4 +132,18 @@ func readPrefix(ctx context.Context, r ranger, p discovery.Prefix, rev *int64) (
 		// after the last key read.
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// skipKey reads the key (not the value) at the start of a range, so an
+// oversized value can be stepped over. It returns "" when none is left.
+func skipKey(ctx context.Context, r ranger, key, end string, rev int64) (string, error) {
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly()}
+	if rev != 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := r.Get(ctx, key, opts...)
+	if err != nil || len(resp.Kvs) == 0 {
+		return "", err
+	}
+	return string(resp.Kvs[0].Key), nil
 }

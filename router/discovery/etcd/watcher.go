@@ -145,6 +145,10 @@ func (w *Watcher) deliverSnapshot(s snapshot) {
 	w.status.Resyncs++
 	w.mu.Unlock()
 	w.count(KindResync)
+	for _, key := range s.skipped {
+		w.count(KindSeedOversized)
+		w.log.Warn("etcd discovery skipped a record too large to read", "key", key, "limit_bytes", maxResponseBytes)
+	}
 	for _, key := range s.truncated {
 		w.count(KindSeedTruncated)
 		w.log.Warn("etcd discovery snapshot truncated", "prefix", key, "kept", maxSeedRecords)

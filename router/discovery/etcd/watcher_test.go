@@ -2,6 +2,7 @@ package etcdsource
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sort"
 	"strings"
@@ -300,4 +301,33 @@ func TestSnapshotPagesAndCapsAPrefix(t *testing.T) {
 	assert.Equal(t, maxSeedRecords, inst, "instances prefix is capped")
 	assert.Len(t, rs.Records, maxSeedRecords+len(small), "other prefixes are read in full")
 	assert.Equal(t, 1, h.counts.get(KindSeedTruncated))
+}
+
+// Fleet-written values are read in pages small enough to fit the response
+// ceiling, and a value too large to read at all is skipped, not fatal.
+func TestSnapshotShrinksPagesAndSkipsHugeValues(t *testing.T) {
+	old := maxResponseBytes
+	maxResponseBytes = 256 << 10
+	t.Cleanup(func() { maxResponseBytes = old })
+	srv := etcdtest.Start(t)
+	c := srv.Client(t)
+	pad := strings.Repeat("x", 40<<10)
+	kvs := map[string]string{}
+	for i := 1; i <= 20; i++ {
+		k, _ := endpointRecord("dynamo", "decode", uint64(i))
+		kvs[k] = fmt.Sprintf(`{"type":"Endpoint","component":"decode","endpoint":"generate","instance_id":%d,"pad":%q}`, i, pad)
+	}
+	huge, _ := endpointRecord("dynamo", "decode", 10) // sorts among the others
+	kvs[huge+"0"] = `{"pad":"` + strings.Repeat("y", 300<<10) + `"}`
+	put(t, c, kvs)
+
+	h := startWatcher(t, plainConfig(srv, "dynamo"), clock.Real{}, nil)
+	eventually(t, 30*time.Second, "connected", h.sink.isConnected)
+	rs, ok := h.sink.lastResync("dynamo")
+	require.True(t, ok)
+	assert.Len(t, rs.Records, 20, "every readable record arrives")
+	for _, r := range rs.Records {
+		assert.NotEqual(t, huge+"0", r.Key)
+	}
+	assert.Equal(t, 1, h.counts.get(KindSeedOversized))
 }
