@@ -96,3 +96,27 @@ func (e DiscoveryDelete) Time() time.Time { return e.At }
 func (e DiscoveryResync) Time() time.Time { return e.At }
 func (e DiscoveryPrune) Time() time.Time  { return e.At }
 func (e DiscoveryReset) Time() time.Time  { return e.At }
+
+// LoadConnected reports that a kv_metrics subscription to one publisher
+// (re)connected. Samples held from that publisher are dropped, since a
+// change may have been missed while disconnected.
+type LoadConnected struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+// LoadMessage is one multipart message received on a kv_metrics
+// subscription, as it crossed the wire. Frames may alias the transport's
+// buffers: the core decodes them at once and keeps none of them.
+type LoadMessage struct {
+	At        time.Time
+	Namespace string
+	// PublisherID is the id the discovery record announced for this
+	// subscription; the message must carry the same.
+	PublisherID uint64
+	Frames      [][]byte
+}
+
+func (e LoadConnected) Time() time.Time { return e.At }
+func (e LoadMessage) Time() time.Time   { return e.At }

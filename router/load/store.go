@@ -1,0 +1,254 @@
+package load
+
+import (
+	"sync"
+	"time"
+
+	"switchyard/router/discovery"
+	"switchyard/router/eventplane"
+	"switchyard/router/events"
+)
+
+// Compiled-in ceilings.
+const (
+	// MaxEntries caps (worker, dp_rank) samples held.
+	MaxEntries = 65536
+	// MaxPayloadBytes refuses a kv_metrics payload before parsing.
+	MaxPayloadBytes = 16 << 10
+	// DefaultMaxStaleness is dynamo.load.max_staleness's default.
+	DefaultMaxStaleness = 3 * time.Second
+)
+
+// Key names one worker rank. The namespace is the discovery namespace the
+// worker and its publisher were found in.
+type Key struct {
+	Namespace string
+	WorkerID  uint64
+	DPRank    uint32
+}
+
+// Sample is the latest load of one rank and where it came from.
+type Sample struct {
+	ActiveLoad
+	PublisherID uint64
+	Sequence    uint64
+	// ReceivedAt is the receipt time of the message that carried it.
+	ReceivedAt time.Time
+}
+
+type publisher struct {
+	namespace string
+	id        uint64
+}
+
+// stream is the ordered-TCP-stream state of one subscription.
+type stream struct {
+	last uint64
+	seen bool
+}
+
+type worker struct {
+	namespace string
+	id        uint64
+}
+
+type rankRange struct{ start, size uint32 }
+
+// Store holds the latest sample per rank. It is safe for concurrent use:
+// subscriptions apply messages while pickers read.
+type Store struct {
+	mu           sync.Mutex
+	samples      map[Key]Sample
+	streams      map[publisher]stream
+	live         map[worker]rankRange
+	dispatches   dispatches
+	decoder      *eventplane.Decoder
+	msg          eventplane.Message
+	load         ActiveLoad
+	maxStaleness time.Duration
+	count        func(eventplane.Result)
+}
+
+// NewStore returns an empty store admitting no worker until SetLive.
+// count receives every message's result; it may be nil.
+func NewStore(count func(eventplane.Result)) *Store {
+	if count == nil {
+		count = func(eventplane.Result) {}
+	}
+	return &Store{
+		samples:      map[Key]Sample{},
+		streams:      map[publisher]stream{},
+		live:         map[worker]rankRange{},
+		dispatches:   newDispatches(),
+		decoder:      eventplane.NewDecoder(discovery.TopicLoad, MaxPayloadBytes),
+		maxStaleness: DefaultMaxStaleness,
+		count:        count,
+	}
+}
+
+// SetMaxStaleness sets how old a sample may be and still count as fresh
+// (dynamo.load.max_staleness; hot-reloadable).
+func (s *Store) SetMaxStaleness(d time.Duration) {
+	s.mu.Lock()
+	s.maxStaleness = d
+	s.mu.Unlock()
+}
+
+// MaxStaleness is the current freshness bound.
+func (s *Store) MaxStaleness() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxStaleness
+}
+
+// SetLive installs the admission gate from a registry snapshot: only live
+// workers' declared ranks are admitted. Samples, dispatches and stream
+// state of anything that left are evicted at once.
+func (s *Store) SetLive(snap *discovery.Snapshot) {
+	live := make(map[worker]rankRange, len(snap.Workers))
+	for _, w := range snap.Workers {
+		live[worker{w.Namespace, w.InstanceID}] = rankRange{w.Runtime.DPStartRank, max(w.Runtime.DPSize, 1)}
+	}
+	pubs := make(map[publisher]bool, len(snap.Publishers))
+	for _, p := range snap.Publishers {
+		if p.Topic == discovery.TopicLoad {
+			pubs[publisher{p.Namespace, p.PublisherID}] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live = live
+	for k := range s.samples {
+		if !s.admitted(k) {
+			delete(s.samples, k)
+		}
+	}
+	for p := range s.streams {
+		if !pubs[p] {
+			delete(s.streams, p)
+		}
+	}
+	s.dispatches.retain(s.admitted)
+}
+
+func (s *Store) admitted(k Key) bool {
+	r, ok := s.live[worker{k.Namespace, k.WorkerID}]
+	return ok && k.DPRank >= r.start && uint64(k.DPRank) < uint64(r.start)+uint64(r.size)
+}
+
+// Connected starts a subscription's stream afresh and drops every sample
+// held from its publisher: a change may have been missed meanwhile.
+func (s *Store) Connected(ev events.LoadConnected) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := publisher{ev.Namespace, ev.PublisherID}
+	s.streams[p] = stream{}
+	s.dropPublisher(p)
+}
+
+func (s *Store) dropPublisher(p publisher) {
+	for k, v := range s.samples {
+		if v.PublisherID == p.id && k.Namespace == p.namespace {
+			delete(s.samples, k)
+		}
+	}
+}
+
+// Apply decodes and applies one message, returning why it was applied or
+// dropped. In steady state it allocates nothing.
+func (s *Store) Apply(ev *events.LoadMessage) eventplane.Result {
+	s.mu.Lock()
+	res := s.apply(ev)
+	s.mu.Unlock()
+	s.count(res)
+	return res
+}
+
+func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
+	m := &s.msg
+	if res := s.decoder.Decode(ev.Frames, m); res != eventplane.Applied {
+		return res
+	}
+	if m.PublisherID != ev.PublisherID {
+		return eventplane.IdentityMismatch
+	}
+	// Sequence order on this subscription's stream: replays are dropped; a
+	// jump means missed messages, so what the publisher told us is stale.
+	p := publisher{ev.Namespace, ev.PublisherID}
+	st := s.streams[p]
+	if st.seen && m.Sequence <= st.last {
+		return eventplane.Duplicate
+	}
+	if st.seen && m.Sequence > st.last+1 {
+		s.dropPublisher(p)
+	}
+	s.streams[p] = stream{last: m.Sequence, seen: true}
+
+	a := &s.load
+	if !DecodeActiveLoad(m.Envelope.Payload, a) {
+		return eventplane.Malformed
+	}
+	k := Key{ev.Namespace, a.WorkerID, a.DPRank}
+	if !s.admitted(k) {
+		return eventplane.IdentityMismatch
+	}
+	prev, exists := s.samples[k]
+	// The same publisher's older sequence is a replay; a new publisher (a
+	// restarted worker process) replaces whatever was held.
+	if exists && prev.PublisherID == m.PublisherID && m.Sequence <= prev.Sequence {
+		return eventplane.Duplicate
+	}
+	if !exists && len(s.samples) >= MaxEntries {
+		return eventplane.OverCapacity
+	}
+	s.samples[k] = Sample{ActiveLoad: *a, PublisherID: m.PublisherID, Sequence: m.Sequence, ReceivedAt: ev.At}
+	s.dispatches.answered(k)
+	return eventplane.Applied
+}
+
+// Latest returns the last sample of a rank, however old.
+func (s *Store) Latest(k Key) (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.samples[k]
+	return v, ok
+}
+
+// Fresh returns the rank's sample if it is at most maxAge old at now.
+func (s *Store) Fresh(k Key, maxAge time.Duration, now time.Time) (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fresh(k, maxAge, now)
+}
+
+// FreshDefault is Fresh with the configured max staleness.
+func (s *Store) FreshDefault(k Key, now time.Time) (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fresh(k, s.maxStaleness, now)
+}
+
+func (s *Store) fresh(k Key, maxAge time.Duration, now time.Time) (Sample, bool) {
+	v, ok := s.samples[k]
+	if !ok || now.Sub(v.ReceivedAt) > maxAge {
+		return Sample{}, false
+	}
+	return v, true
+}
+
+// Len is the number of ranks with a sample.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.samples)
+}
+
+// Each calls f for every held sample (for metrics), under the store's lock:
+// f must not call back into the store.
+func (s *Store) Each(f func(Key, Sample)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.samples {
+		f(k, v)
+	}
+}
