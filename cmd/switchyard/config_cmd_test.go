@@ -50,7 +50,7 @@ func TestConfigValidateOK(t *testing.T) {
 		assert.True(t, strings.HasPrefix(l, "warning: "), l)
 	}
 	assert.Equal(t, fmt.Sprintf("config OK (%d warnings)", len(lines)-1), last)
-	assert.Contains(t, out, "warning: dynamo.load: load signals are not active yet")
+	assert.Contains(t, out, "warning: dynamo.kv.enabled: KV-aware selection is not active yet")
 }
 
 func TestConfigValidateErrors(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"switchyard/fixtures"
 	"switchyard/router/discovery"
+	"switchyard/router/eventplane"
 	"switchyard/router/events"
 )
 
@@ -27,6 +28,10 @@ func (f fixedStatus) Connected() bool               { return true }
 func (f fixedStatus) Source() string                { return "etcd" }
 func (f fixedStatus) Namespaces() []string          { return []string{"dynamo"} }
 func (f fixedStatus) Snapshot() *discovery.Snapshot { return f.snap }
+func (f fixedStatus) Subscriptions() []eventplane.SubscriptionInfo {
+	return []eventplane.SubscriptionInfo{{Family: "kv_metrics", Namespace: "dynamo", PublisherID: 2046539,
+		Component: "decode", State: eventplane.Connected, Transport: "direct"}}
+}
 
 func fixtureSnapshot(t *testing.T) *discovery.Snapshot {
 	recs, err := fixtures.EtcdFleet("disagg_scoped")
@@ -111,8 +116,10 @@ func TestWorkersResponseShape(t *testing.T) {
 		"disaggregated_endpoint": "dynamo/prefill/generate",
 		"first_seen":             "2026-09-23T04:11:02+00:00", "last_updated": "2026-09-23T04:11:02+00:00",
 	}, decode)
+	require.Equal(t, []any{map[string]any{"family": "kv_metrics", "publisher_id": "2046539", "namespace": "dynamo",
+		"component": "decode", "state": "connected", "transport": "direct"}}, got["subscriptions"])
 	// Nothing internal leaks: transport addresses, publisher endpoints, raw cards.
-	for _, secret := range []string{"10.0.0", "tcp://", "slug", "31000", "transport"} {
+	for _, secret := range []string{"10.0.0", "tcp://", "slug", "31000", "41000", "nats_tcp"} {
 		require.NotContains(t, body, secret)
 	}
 }

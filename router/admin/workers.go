@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard/router/discovery"
+	"switchyard/router/eventplane"
 )
 
 // DynamoStatus is what the workers endpoint reads from discovery.
@@ -17,6 +18,8 @@ type DynamoStatus interface {
 	// Namespaces are the configured Dynamo namespaces; the first is primary.
 	Namespaces() []string
 	Snapshot() *discovery.Snapshot
+	// Subscriptions lists the running event-plane subscriptions.
+	Subscriptions() []eventplane.SubscriptionInfo
 }
 
 // WorkersResponse is the body of GET /admin/dynamo/workers. It never carries
@@ -30,8 +33,19 @@ type WorkersResponse struct {
 	Namespaces        []string     `json:"namespaces,omitempty"`
 	Generation        uint64       `json:"generation"`
 	Workers           []WorkerJSON `json:"workers"`
-	LoadPublishers    int          `json:"load_publishers"`
-	KVEventPublishers int          `json:"kv_event_publishers"`
+	LoadPublishers    int                `json:"load_publishers"`
+	KVEventPublishers int                `json:"kv_event_publishers"`
+	Subscriptions     []SubscriptionJSON `json:"subscriptions,omitempty"`
+}
+
+// SubscriptionJSON is one running subscription; never its address.
+type SubscriptionJSON struct {
+	Family      string `json:"family"`
+	PublisherID string `json:"publisher_id"`
+	Namespace   string `json:"namespace"`
+	Component   string `json:"component"`
+	State       string `json:"state"`
+	Transport   string `json:"transport"`
 }
 
 // Signals says what the active source can tell about workers.
@@ -93,6 +107,12 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 	}
 	for _, w := range snap.Workers {
 		resp.Workers = append(resp.Workers, workerJSON(w))
+	}
+	resp.Subscriptions = []SubscriptionJSON{}
+	for _, s := range st.Subscriptions() {
+		resp.Subscriptions = append(resp.Subscriptions, SubscriptionJSON{
+			Family: s.Family, PublisherID: strconv.FormatUint(s.PublisherID, 10), Namespace: s.Namespace,
+			Component: s.Component, State: s.State.String(), Transport: s.Transport})
 	}
 	return resp
 }

@@ -19,9 +19,9 @@ var inactiveFeatures = []struct {
 		message:   "the kubernetes_pods source is not active yet: no workers will be discovered",
 	},
 	{
-		path:      "dynamo.load",
-		requested: func(c *Config) bool { return c.Dynamo.Enabled },
-		message:   "load signals are not active yet: no kv_metrics subscriptions are made",
+		path:      "dynamo.load.transport",
+		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Load.Transport == TransportBroker },
+		message:   "the broker transport is not active yet: kv_metrics subscriptions stay pending and are never dialed directly",
 	},
 	{
 		path:      "dynamo.kv.enabled",

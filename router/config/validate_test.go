@@ -450,8 +450,9 @@ func TestValidateEventBus(t *testing.T) {
 
 func TestValidateInactiveFeatures(t *testing.T) {
 	runRules(t, []ruleCase{
-		{"load", nil, wantWarn, "dynamo.load", "load signals are not active yet"},
-		{"load while disabled", func(c *Config) { c.Dynamo.Enabled = false }, wantOK, "dynamo.load", "not active yet"},
+		{"direct load transport is active", nil, wantOK, "dynamo.load.transport", "not active yet"},
+		{"broker load transport", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker }, wantWarn, "dynamo.load.transport", "not active yet"},
+		{"broker while disabled", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker; c.Dynamo.Enabled = false }, wantOK, "dynamo.load.transport", "not active yet"},
 		{"shim", nil, wantWarn, "dynamo.shim", "not active yet"},
 		{"backends", nil, wantWarn, "backends", "not active yet"},
 		{"no backends", func(c *Config) { c.Backends, c.Dynamo.Shim = nil, Shim{} }, wantOK, "backends", "not active yet"},

@@ -276,3 +276,23 @@ func TestSteadyStateApplyAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 	require.Equal(t, runs+2, cnt[eventplane.Applied], "every measured message was applied")
 }
+
+func TestSubscriberDeliverAllocatesNothing(t *testing.T) {
+	s, _ := newStore(t)
+	sub := Subscriber{Store: s}
+	const runs = 500
+	msgs := make([][][]byte, runs+2)
+	for i := range msgs {
+		msgs[i] = sample(uint64(i)+1, 0, uint64(i))
+	}
+	sub.Connected("dynamo", pid, t0)
+	sub.Deliver("dynamo", pid, msgs[0], t0)
+	next := 1
+	allocs := testing.AllocsPerRun(runs, func() {
+		if r := sub.Deliver("dynamo", pid, msgs[next], t0); r != eventplane.Applied {
+			t.Fatalf("result %v", r)
+		}
+		next++
+	})
+	require.Zero(t, allocs)
+}

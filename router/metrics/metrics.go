@@ -23,6 +23,7 @@ type Discovery struct {
 type Set struct {
 	Registry  *prometheus.Registry
 	Discovery Discovery
+	Load      Load
 }
 
 // New builds and registers every collector, with each closed label value
@@ -55,7 +56,9 @@ func New() *Set {
 		d.Workers.WithLabelValues(r.String())
 	}
 	reg.MustRegister(d.Events, d.Connected, d.Generation, d.Workers)
-	return &Set{Registry: reg, Discovery: d}
+	l := newLoad()
+	reg.MustRegister(l.Events)
+	return &Set{Registry: reg, Discovery: d, Load: l}
 }
 
 // CountDiscovery increments one discovery event kind. Kinds outside the

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,9 @@ import (
 	"switchyard/router/discovery"
 	"switchyard/router/discovery/etcd/embedded"
 	"switchyard/router/discovery/supervisor"
+	"switchyard/router/eventplane"
+	"switchyard/router/eventplane/zmtp"
+	"switchyard/router/load"
 	"switchyard/router/metrics"
 )
 
@@ -36,6 +40,10 @@ type Server struct {
 	metrics    *metrics.Set
 	auth       admin.Auth
 	discovery  *supervisor.Supervisor
+	loads      *load.Store
+	loadSubs   *eventplane.Supervisor
+	stopFollow context.CancelFunc
+	followDone chan struct{}
 	etcd       *embedded.Embedded
 	etcdTmpDir string
 	http       *http.Server
@@ -61,6 +69,10 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.discovery = supervisor.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
+	if err := s.startLoad(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.discovery.Apply(s.effective(cfg))
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
@@ -88,6 +100,50 @@ func (s *Server) effective(cfg *config.Config) *config.Config {
 	c := cfg.Clone()
 	c.Dynamo.Discovery.Etcd.Endpoints = []string{s.etcd.Endpoint()}
 	return c
+}
+
+// startLoad builds the load store and its kv_metrics subscriptions, and
+// follows the registry: each new generation updates the store's admission
+// gate and the subscriptions at once.
+func (s *Server) startLoad(cfg *config.Config) error {
+	policy, err := loadPolicy(cfg)
+	if err != nil {
+		return err
+	}
+	s.loads = load.NewStore(s.metrics.Load.Count)
+	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
+	s.loadSubs = eventplane.NewSupervisor(eventplane.Family{
+		Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits, Sink: load.Subscriber{Store: s.loads},
+	}, policy, clock.Real{}, s.log.With("component", "load"), s.metrics.Load.Count)
+	s.metrics.Registry.MustRegister(&metrics.LoadCollector{
+		Subscriptions: s.loadSubs.Subscriptions, Store: s.loads, Now: time.Now})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopFollow, s.followDone = cancel, make(chan struct{})
+	reg := s.discovery.Registry()
+	go func() {
+		defer close(s.followDone)
+		for {
+			changed := reg.Changed()
+			snap := reg.Snapshot()
+			s.loads.SetLive(snap)
+			s.loadSubs.Reconcile(snap)
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func loadPolicy(cfg *config.Config) (eventplane.Policy, error) {
+	allow, err := eventplane.ParseAllow(cfg.Dynamo.Load.DirectAllowCIDRs)
+	if err != nil {
+		return eventplane.Policy{}, fmt.Errorf("dynamo.load.direct_allow_cidrs: %w", err)
+	}
+	return eventplane.Policy{Transport: cfg.Dynamo.Load.Transport, Dialer: &eventplane.Dialer{Allow: allow}}, nil
 }
 
 func (s *Server) startEmbeddedEtcd(cfg *config.Config) error {
@@ -119,7 +175,7 @@ func (s *Server) routes() http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(s.discovery, s.maskedConfig)))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs}, s.maskedConfig)))
 	return mux
 }
 
@@ -163,6 +219,15 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
+	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
+	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
+		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
+		policy, err := loadPolicy(cfg)
+		if err == nil {
+			s.log.Info("load subscriptions restarting under the new dial policy")
+			s.loadSubs.SetPolicy(policy)
+		}
+	}
 	s.discovery.Apply(s.effective(cfg))
 	s.log.Info("configuration reloaded")
 	return nil
@@ -170,6 +235,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 
 // Addr is the HTTP listen address.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Loads is the load store.
+func (s *Server) Loads() *load.Store { return s.loads }
 
 // Discovery exposes the discovery supervisor (registry, status).
 func (s *Server) Discovery() *supervisor.Supervisor { return s.discovery }
@@ -193,6 +261,11 @@ func (s *Server) Close() {
 		if s.discovery != nil {
 			s.discovery.Stop()
 		}
+		if s.stopFollow != nil {
+			s.stopFollow()
+			<-s.followDone
+			s.loadSubs.Stop()
+		}
 		if s.etcd != nil {
 			s.etcd.Close()
 		}
@@ -201,3 +274,11 @@ func (s *Server) Close() {
 		}
 	})
 }
+
+// dynamoStatus is what the admin API reads: discovery plus subscriptions.
+type dynamoStatus struct {
+	*supervisor.Supervisor
+	subs *eventplane.Supervisor
+}
+
+func (d dynamoStatus) Subscriptions() []eventplane.SubscriptionInfo { return d.subs.Subscriptions() }

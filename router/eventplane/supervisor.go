@@ -1,0 +1,370 @@
+package eventplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchyard/router/clock"
+	"switchyard/router/discovery"
+	"switchyard/router/eventplane/zmtp"
+)
+
+// Subscription bounds and timings.
+const (
+	// MaxSubscriptions caps open subscriptions per family (admitted in
+	// ascending publisher id), so fleet records cannot exhaust descriptors.
+	MaxSubscriptions = 1024
+	// BackoffInitial and BackoffMax bound the full-jitter reconnect delay.
+	BackoffInitial = 500 * time.Millisecond
+	BackoffMax     = 30 * time.Second
+	// StableSession is how long a session must last to reset the backoff.
+	StableSession = 30 * time.Second
+	// StopGrace bounds the wait for cancelled subscriptions.
+	StopGrace = 5 * time.Second
+)
+
+// Transport names (dynamo.load.transport).
+const (
+	TransportDirect = "direct"
+	TransportBroker = "broker"
+)
+
+// Sink receives what a family's subscriptions read. Calls for one
+// publisher come from one goroutine, in order.
+type Sink interface {
+	// Connected: a session with the publisher began.
+	Connected(namespace string, publisherID uint64, at time.Time)
+	// Deliver hands one message; frames alias transport buffers and must
+	// not be kept.
+	Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) Result
+}
+
+// Family is one followed topic: its name for operators, its ZMTP ceilings
+// and where its messages go.
+type Family struct {
+	Topic  string
+	Limits zmtp.Limits
+	Sink   Sink
+}
+
+// Policy is how subscriptions reach publishers.
+type Policy struct {
+	// Transport is direct or broker; broker subscriptions stay pending
+	// (this build has no event-bus listener) and never fall back to direct.
+	Transport string
+	Dialer    *Dialer
+}
+
+// State of one subscription.
+type State uint32
+
+const (
+	Pending State = iota
+	Connecting
+	Connected
+	Backoff
+)
+
+// States lists every state, for metric series.
+var States = []State{Pending, Connecting, Connected, Backoff}
+
+func (s State) String() string {
+	return [...]string{"pending", "connecting", "connected", "backoff"}[s]
+}
+
+// SubscriptionInfo describes a running subscription for the admin API;
+// it carries no address.
+type SubscriptionInfo struct {
+	Family      string
+	Namespace   string
+	PublisherID uint64
+	Component   string
+	State       State
+	Transport   string
+}
+
+type subKey struct {
+	namespace string
+	id        uint64
+}
+
+type subscription struct {
+	target    Target
+	transport string
+	state     atomic.Uint32
+	cancel    context.CancelFunc
+	done      chan struct{}
+
+	connMu sync.Mutex
+	conn   net.Conn
+	closed bool
+}
+
+// setConn records the live connection so a cancel can close it; it
+// reports false (and closes conn) if the subscription was already stopped.
+func (s *subscription) setConn(c net.Conn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.conn = c
+	return true
+}
+
+func (s *subscription) stop() {
+	s.cancel()
+	s.connMu.Lock()
+	s.closed = true
+	if s.conn != nil {
+		s.conn.Close() // unblocks a read in progress
+	}
+	s.connMu.Unlock()
+}
+
+// Supervisor runs one family's subscriptions and keeps them in line with
+// the registry: a publisher that appears gets a subscription, one that
+// departs or changes has its subscription cancelled.
+type Supervisor struct {
+	fam   Family
+	clk   clock.Clock
+	log   *slog.Logger
+	count func(Result)
+
+	mu      sync.Mutex
+	policy  Policy
+	subs    map[subKey]*subscription
+	targets []Target
+	logged  map[subKey]string // skip reasons already logged
+	capped  bool
+	rng     *rand.Rand
+}
+
+// NewSupervisor returns a supervisor with no subscriptions.
+func NewSupervisor(fam Family, p Policy, clk clock.Clock, log *slog.Logger, count func(Result)) *Supervisor {
+	if count == nil {
+		count = func(Result) {}
+	}
+	return &Supervisor{fam: fam, policy: p, clk: clk, log: log, count: count,
+		subs: map[subKey]*subscription{}, logged: map[subKey]string{},
+		rng: rand.New(rand.NewPCG(uint64(clk.Now().UnixNano()), 0x5eed))}
+}
+
+// Reconcile follows a new registry snapshot.
+func (s *Supervisor) Reconcile(snap *discovery.Snapshot) {
+	targets, skips := Targets(snap, s.fam.Topic)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteSkips(skips)
+	if len(targets) > MaxSubscriptions {
+		if !s.capped {
+			s.log.Warn("subscription cap reached; the publishers with the highest ids are not followed",
+				"topic", s.fam.Topic, "publishers", len(targets), "limit", MaxSubscriptions)
+		}
+		targets = targets[:MaxSubscriptions]
+	}
+	s.capped = len(targets) == MaxSubscriptions
+	s.targets = targets
+	s.apply(false)
+}
+
+// SetPolicy changes the dial policy and restarts every subscription under it.
+func (s *Supervisor) SetPolicy(p Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = p
+	s.apply(true)
+}
+
+// Stop cancels every subscription.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.targets = nil
+	s.apply(false)
+}
+
+// apply starts and stops subscriptions to match s.targets; restart stops
+// all of them first. Cancelled ones are stopped together and awaited for
+// at most StopGrace.
+func (s *Supervisor) apply(restart bool) {
+	want := make(map[subKey]Target, len(s.targets))
+	for _, t := range s.targets {
+		want[subKey{t.Namespace, t.PublisherID}] = t
+	}
+	var stopping []*subscription
+	for k, sub := range s.subs {
+		if t, ok := want[k]; restart || !ok || t != sub.target {
+			sub.stop()
+			stopping = append(stopping, sub)
+			delete(s.subs, k)
+		}
+	}
+	s.await(stopping)
+	for k, t := range want {
+		if _, ok := s.subs[k]; !ok {
+			s.subs[k] = s.start(t)
+		}
+	}
+}
+
+func (s *Supervisor) await(subs []*subscription) {
+	if len(subs) == 0 {
+		return
+	}
+	timer := s.clk.NewTimer(StopGrace)
+	defer timer.Stop()
+	for _, sub := range subs {
+		select {
+		case <-sub.done:
+		case <-timer.C():
+			s.log.Warn("subscriptions did not stop within the grace period; abandoning them", "topic", s.fam.Topic)
+			return
+		}
+	}
+}
+
+func (s *Supervisor) noteSkips(skips []Skip) {
+	seen := make(map[subKey]bool, len(skips))
+	for _, sk := range skips {
+		k := subKey{sk.Namespace, sk.PublisherID}
+		seen[k] = true
+		if s.logged[k] == sk.Reason {
+			continue
+		}
+		s.logged[k] = sk.Reason
+		s.count(sk.Result)
+		s.log.Warn("event channel not followed", "topic", sk.Topic, "namespace", sk.Namespace,
+			"publisher_id", sk.PublisherID, "result", sk.Result.String(), "reason", sk.Reason)
+	}
+	for k := range s.logged {
+		if !seen[k] {
+			delete(s.logged, k)
+		}
+	}
+}
+
+func (s *Supervisor) start(t Target) *subscription {
+	ctx, cancel := context.WithCancel(context.Background())
+	sub := &subscription{target: t, transport: s.policy.Transport, cancel: cancel, done: make(chan struct{})}
+	seed := s.rng.Uint64()
+	p := s.policy
+	go func() {
+		defer close(sub.done)
+		s.run(ctx, sub, p, rand.New(rand.NewPCG(seed, t.PublisherID)))
+	}()
+	return sub
+}
+
+// run is one subscription's life: dial, handshake, read until the session
+// ends, back off, again, until cancelled.
+func (s *Supervisor) run(ctx context.Context, sub *subscription, p Policy, rng *rand.Rand) {
+	t := sub.target
+	log := s.log.With("topic", t.Topic, "namespace", t.Namespace, "publisher_id", t.PublisherID)
+	if p.Transport != TransportDirect {
+		sub.state.Store(uint32(Pending)) // waits for a broker session this build cannot open
+		<-ctx.Done()
+		return
+	}
+	delay := BackoffInitial
+	var lastErr string
+	for ctx.Err() == nil {
+		sub.state.Store(uint32(Connecting))
+		session, err := s.session(ctx, sub, p)
+		if ctx.Err() != nil {
+			return
+		}
+		if zmtp.IsProtocolError(err) {
+			s.count(TransportRefused)
+		}
+		if msg := errText(err); msg != lastErr {
+			lastErr = msg
+			log.Warn("subscription session ended", "error", msg, "session", session)
+		}
+		if session >= StableSession {
+			delay = BackoffInitial
+		}
+		sub.state.Store(uint32(Backoff))
+		// Full jitter above the floor, so a fleet-wide blip does not make
+		// every subscription reconnect in step.
+		wait := BackoffInitial + time.Duration(rng.Int64N(int64(delay-BackoffInitial)+1))
+		delay = min(2*delay, BackoffMax)
+		if !clock.Sleep(s.clk, wait, ctx.Done()) {
+			return
+		}
+	}
+}
+
+// session dials, handshakes and reads until the connection ends; it
+// returns how long the session was connected.
+func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (time.Duration, error) {
+	t := sub.target
+	conn, err := p.Dialer.Dial(ctx, t.HostPort)
+	if err != nil {
+		return 0, err
+	}
+	if !sub.setConn(conn) {
+		return 0, context.Canceled
+	}
+	defer conn.Close()
+	z, err := zmtp.Handshake(conn, [][]byte{[]byte(s.fam.Topic)}, s.fam.Limits)
+	if err != nil {
+		return 0, err
+	}
+	start := s.clk.Now()
+	s.fam.Sink.Connected(t.Namespace, t.PublisherID, start)
+	sub.state.Store(uint32(Connected))
+	for {
+		frames, err := z.ReadMessage()
+		if err != nil {
+			return s.clk.Now().Sub(start), err
+		}
+		s.fam.Sink.Deliver(t.Namespace, t.PublisherID, frames, s.clk.Now())
+	}
+}
+
+// errText renders an error without peer addresses for logs.
+func errText(err error) string {
+	var op *net.OpError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNotAllowed):
+		return ErrNotAllowed.Error()
+	case errors.As(err, &op):
+		return op.Op + ": " + op.Err.Error()
+	}
+	return err.Error()
+}
+
+// Subscriptions lists the running subscriptions, ordered by namespace and
+// publisher id.
+func (s *Supervisor) Subscriptions() []SubscriptionInfo {
+	s.mu.Lock()
+	out := make([]SubscriptionInfo, 0, len(s.subs))
+	for _, sub := range s.subs {
+		t := sub.target
+		out = append(out, SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
+			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].PublisherID < out[j].PublisherID
+	})
+	return out
+}
+
+// PublisherIDString renders an id as the admin API shows it (decimal).
+func PublisherIDString(id uint64) string { return strconv.FormatUint(id, 10) }
