@@ -25,14 +25,14 @@ type DynamoStatus interface {
 // WorkersResponse is the body of GET /admin/dynamo/workers. It never carries
 // transport addresses, IPs, publisher endpoints or raw cards.
 type WorkersResponse struct {
-	Enabled           bool         `json:"enabled"`
-	Connected         bool         `json:"connected"`
-	Source            string       `json:"source,omitempty"`
-	Signals           *Signals     `json:"signals,omitempty"`
-	Namespace         string       `json:"namespace,omitempty"`
-	Namespaces        []string     `json:"namespaces,omitempty"`
-	Generation        uint64       `json:"generation"`
-	Workers           []WorkerJSON `json:"workers"`
+	Enabled           bool               `json:"enabled"`
+	Connected         bool               `json:"connected"`
+	Source            string             `json:"source,omitempty"`
+	Signals           *Signals           `json:"signals,omitempty"`
+	Namespace         string             `json:"namespace,omitempty"`
+	Namespaces        []string           `json:"namespaces,omitempty"`
+	Generation        uint64             `json:"generation"`
+	Workers           []WorkerJSON       `json:"workers"`
 	LoadPublishers    int                `json:"load_publishers"`
 	KVEventPublishers int                `json:"kv_event_publishers"`
 	Subscriptions     []SubscriptionJSON `json:"subscriptions,omitempty"`
