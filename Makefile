@@ -5,9 +5,9 @@ LDFLAGS := -X main.version=$(VERSION)
 
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... \
-        ./router/admin/... ./router/metrics/...
+        ./router/eventplane/... ./router/load/... ./router/admin/... ./router/metrics/...
 
-.PHONY: build test vet fmt-check race demo bench fuzz clean
+.PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/switchyard ./cmd/switchyard
@@ -21,20 +21,30 @@ fmt-check:
 race:
 	$(GO) test -race -count=1 $(CORE)
 
-test: fmt-check vet race
+# Independent peers some tests talk to (libzmq via python3-zmq, python3-msgpack).
+test-deps:
+	@bash hack/install-test-deps.sh
+
+test: test-deps fmt-check vet race
 	$(GO) test -count=1 ./...
 
 demo: build
 	./bin/switchyard demo
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/
+	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/ ./router/load/ ./router/eventplane/...
 
 # Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one.
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) ./router/discovery/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./router/config/
+	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) ./router/eventplane/msgpack/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./router/eventplane/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) ./router/load/
+	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) ./router/load/
+	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
 
 clean:
 	rm -rf bin
