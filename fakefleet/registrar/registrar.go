@@ -34,6 +34,16 @@ type Worker struct {
 	DPSize                                                        int
 	// Transport is the request-plane address advertised in the Endpoint record.
 	Transport string
+	// Channels are the event-plane publishers the worker advertises.
+	Channels []Channel
+}
+
+// Channel is one advertised event-plane publisher (kv_metrics, kv-events).
+type Channel struct {
+	Topic       string
+	PublisherID uint64
+	// Endpoint is tcp://host:port of the publisher's ZMQ PUB socket.
+	Endpoint string
 }
 
 // Registration is a live worker registration.
@@ -108,10 +118,38 @@ func Records(w Worker, instanceID uint64) map[string][]byte {
 		"instance_id": instanceID, "card_json": card,
 	}
 	path := fmt.Sprintf("%s/%s/generate/%s", w.Namespace, w.Component, hex)
-	return map[string][]byte{
+	out := map[string][]byte{
 		"v1/instances/" + path: mustJSON(ep),
 		"v1/mdc/" + path:       mustJSON(model),
 	}
+	for _, c := range w.Channels {
+		// The scope-based layout of newer releases: endpoint-scoped, with
+		// the publisher's own id (not the worker's) as instance_id.
+		key := fmt.Sprintf("v1/event_channels/namespace/%s/component/%s/endpoint/generate/topic/%s/%x",
+			encodeSegment(w.Namespace), encodeSegment(w.Component), encodeSegment(c.Topic), c.PublisherID)
+		out[key] = mustJSON(map[string]any{
+			"type":  "EventChannel",
+			"scope": map[string]any{"kind": "endpoint", "endpoint": map[string]any{"namespace": w.Namespace, "component": w.Component, "name": "generate"}},
+			"topic": c.Topic, "instance_id": c.PublisherID,
+			"transport": map[string]any{"kind": "Zmq", "config": map[string]any{"endpoint": c.Endpoint}},
+		})
+	}
+	return out
+}
+
+// encodeSegment is Dynamo's event-scope key encoding: [A-Za-z0-9_-] pass,
+// every other byte is %XX.
+func encodeSegment(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			b = append(b, c)
+		} else {
+			b = fmt.Appendf(b, "%%%02X", c)
+		}
+	}
+	return string(b)
 }
 
 func mustJSON(v any) []byte {

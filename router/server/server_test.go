@@ -3,21 +3,40 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"switchyard/fakefleet/registrar"
+	"switchyard/fakefleet/wire"
 	"switchyard/router/config"
+	"switchyard/router/load"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func loadKey(worker uint64) load.Key { return load.Key{Namespace: "dynamo", WorkerID: worker} }
+
+// zmq4's PUB leaves its writer goroutine behind on Close; it is the test
+// publisher's, not the router's.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/go-zeromq/zmq4.(*pubMWriter).run"))
+}
 
 func embeddedConfig(token string) *config.Config {
 	c := config.Default()
@@ -118,4 +137,74 @@ func TestInvalidConfigIsRefused(t *testing.T) {
 	c.Server.BindAddress = "nonsense"
 	_, err := New(c, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "server.bind_address")
+}
+
+// A worker advertising a kv_metrics publisher: the router subscribes, the
+// admin API lists the subscription (never its address), per-rank gauges
+// appear, and everything goes when the worker's lease lapses.
+func TestLoadSignalsEndToEnd(t *testing.T) {
+	srv, err := New(embeddedConfig("tok"), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer srv.Close()
+	base := "http://" + srv.Addr()
+
+	pubAddr := freeAddr(t)
+	pub := zmq4.NewPub(context.Background())
+	require.NoError(t, pub.Listen("tcp://"+pubAddr))
+	defer pub.Close()
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.EtcdEndpoint()}, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer cli.Close()
+	const publisherID = 3141592653
+	reg, err := registrar.Register(context.Background(), cli, registrar.Worker{
+		Namespace: "dynamo", Component: "decode", WorkerType: "decode", Model: "m", BlockSize: 16,
+		TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
+		Channels: []registrar.Channel{{Topic: "kv_metrics", PublisherID: publisherID, Endpoint: "tcp://" + pubAddr}},
+	}, 2)
+	require.NoError(t, err)
+	worker := reg.InstanceID()
+
+	var body map[string]any
+	eventually(t, "a connected subscription", func() bool {
+		code, b := get(t, base+"/admin/dynamo/workers", "tok")
+		body = nil
+		_ = json.Unmarshal(b, &body)
+		subs, _ := body["subscriptions"].([]any)
+		return code == 200 && len(subs) == 1 && subs[0].(map[string]any)["state"] == "connected"
+	})
+	require.Equal(t, float64(1), body["load_publishers"])
+	sub := body["subscriptions"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{"family": "kv_metrics", "publisher_id": "3141592653", "namespace": "dynamo",
+		"component": "decode", "state": "connected", "transport": "direct"}, sub)
+	_, raw := get(t, base+"/admin/dynamo/workers", "tok")
+	require.NotContains(t, string(raw), pubAddr, "publisher addresses are never exported")
+
+	// Publish until the sample lands (a PUB drops what precedes the subscription).
+	series := fmt.Sprintf(`switchyard_dynamo_worker_kv_used_blocks{dp_rank="0",namespace="dynamo",worker="%x"} 42`, worker)
+	seq := uint64(1)
+	eventually(t, "the worker's load gauge", func() bool {
+		_ = pub.Send(zmq4.NewMsgFrom(wire.LoadMessage(publisherID, seq, wire.ActiveLoad{WorkerID: worker, KVUsedBlocks: wire.U64(42)}, time.Now())...))
+		seq++
+		_, m := get(t, base+"/metrics", "")
+		return strings.Contains(string(m), series)
+	})
+	_, m := get(t, base+"/metrics", "")
+	require.Contains(t, string(m), `switchyard_dynamo_load_events_total{result="applied"}`)
+	require.Contains(t, string(m), `switchyard_dynamo_load_subscriptions{state="connected",transport="direct"} 1`)
+	require.NotContains(t, string(m), "switchyard_dynamo_worker_active_decode_blocks{", "nil fields export no series")
+	_, ok := srv.Loads().FreshDefault(loadKey(worker), time.Now())
+	require.True(t, ok)
+
+	// The worker dies: its series, sample and subscription go.
+	reg.Kill()
+	eventually(t, "the departed worker's series to vanish", func() bool {
+		_, m := get(t, base+"/metrics", "")
+		return !strings.Contains(string(m), "switchyard_dynamo_worker_kv_used_blocks{")
+	})
+	require.Zero(t, srv.Loads().Len())
+	eventually(t, "the subscription to stop", func() bool {
+		_, m := get(t, base+"/metrics", "")
+		return strings.Contains(string(m), `switchyard_dynamo_load_subscriptions{state="connected",transport="direct"} 0`)
+	})
 }
