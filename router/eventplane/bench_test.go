@@ -1,0 +1,271 @@
+package eventplane_test
+
+import (
+	"encoding/binary"
+
+	"log/slog"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"switchyard/fakefleet/wire"
+	"switchyard/router/clock"
+	"switchyard/router/discovery"
+	"switchyard/router/eventplane"
+	"switchyard/router/eventplane/zmtp"
+	"switchyard/router/events"
+	"switchyard/router/load"
+)
+
+// zmtpFrame appends one ZMTP data frame.
+func zmtpFrame(dst []byte, body []byte, more bool) []byte {
+	var flags byte
+	if more {
+		flags = 0x01
+	}
+	if len(body) > 255 {
+		dst = append(dst, flags|0x02)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(len(body)))
+	} else {
+		dst = append(dst, flags, byte(len(body)))
+	}
+	return append(dst, body...)
+}
+
+// publisherGreeting is what a PUB peer sends before any message.
+func publisherGreeting() []byte {
+	g := make([]byte, 64)
+	g[0], g[9], g[10], g[11] = 0xff, 0x7f, 3, 0
+	copy(g[12:], "NULL")
+	ready := []byte{5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 3, 'P', 'U', 'B'}
+	g = append(g, 0x04, byte(len(ready)))
+	return append(g, ready...)
+}
+
+// replayConn is an in-memory publisher: after the greeting it serves an
+// endless stream of kv_metrics messages with increasing sequences, built by
+// patching a template, so the benchmark measures only the reader, the
+// decoders and the store.
+type replayConn struct {
+	net.Conn // nil: only Read, Write, deadlines and Close are used
+	pending  []byte
+	template []byte
+	seqAt    [2]int // offsets of the two sequence fields to patch
+	seq      uint64
+}
+
+func newReplayConn(pid, worker uint64) *replayConn {
+	// The envelope's sequence is written as a fixed-width uint64 (0xcf), a
+	// width the decoder accepts like any other, so it can be patched.
+	payload := wire.Marshal(&wire.ActiveLoad{WorkerID: worker, KVUsedBlocks: wire.U64(7)}, false)
+	env := []byte{0x85, 0xa5, 't', 'o', 'p', 'i', 'c', 0xaa}
+	env = append(env, "kv_metrics"...)
+	env = append(env, 0xac)
+	env = append(env, "publisher_id"...)
+	env = append(env, 0xcf)
+	env = binary.BigEndian.AppendUint64(env, pid)
+	env = append(env, 0xa8)
+	env = append(env, "sequence"...)
+	env = append(env, 0xcf)
+	envSeq := len(env)
+	env = binary.BigEndian.AppendUint64(env, 0)
+	env = append(env, 0xac)
+	env = append(env, "published_at"...)
+	env = append(env, 0xce, 0, 0, 0, 1)
+	env = append(env, 0xa7)
+	env = append(env, "payload"...)
+	env = append(env, 0xc4, byte(len(payload)))
+	env = append(env, payload...)
+
+	c := &replayConn{}
+	var m []byte
+	m = zmtpFrame(m, []byte("kv_metrics"), true)
+	pidb := binary.BigEndian.AppendUint64(nil, pid)
+	m = zmtpFrame(m, pidb, true)
+	c.seqAt[0] = len(m) + 2
+	m = zmtpFrame(m, make([]byte, 8), true)
+	frame := append([]byte{1, 0, 0, 0, 0}, env...)
+	binary.BigEndian.PutUint32(frame[1:5], uint32(len(env)))
+	hdr := 2
+	if len(frame) > 255 {
+		hdr = 9
+	}
+	c.seqAt[1] = len(m) + hdr + 5 + envSeq
+	m = zmtpFrame(m, frame, false)
+	c.template = m
+	c.pending = publisherGreeting()
+	return c
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		c.seq++
+		binary.BigEndian.PutUint64(c.template[c.seqAt[0]:], c.seq)
+		binary.BigEndian.PutUint64(c.template[c.seqAt[1]:], c.seq)
+		c.pending = c.template
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+func (c *replayConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *replayConn) SetDeadline(time.Time) error      { return nil }
+func (c *replayConn) Close() error                     { return nil }
+func (c *replayConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *replayConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+// BenchmarkLoadPipeline: one kv_metrics message through the bounded ZMTP
+// reader, the frame and envelope decoder, the ActiveLoad decoder and the
+// store. msgs/s = 1e9 / ns/op; run with -cpu 1 for the one-core figure.
+func BenchmarkLoadPipeline(b *testing.B) {
+	const pid, worker = 2046539, 1736491
+	store := load.NewStore(nil)
+	store.SetLive(fleet(worker, pid, "tcp://127.0.0.1:1"))
+	conn := newReplayConn(pid, worker)
+	sub, err := zmtp.Handshake(conn, [][]byte{[]byte("kv_metrics")}, zmtp.LoadLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink := load.Subscriber{Store: store}
+	at := time.Unix(1_700_000_000, 0)
+	sink.Connected("dynamo", pid, at)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		frames, err := sub.ReadMessage()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := sink.Deliver("dynamo", pid, frames, at); r != eventplane.Applied {
+			b.Fatalf("message %d: %v", i, r)
+		}
+	}
+}
+
+// BenchmarkBaselineStoreApply is the same message applied to the store from
+// ready frames (no transport), to show what the ZMTP reader adds.
+func BenchmarkBaselineStoreApply(b *testing.B) {
+	const pid, worker = 2046539, 1736491
+	store := load.NewStore(nil)
+	store.SetLive(fleet(worker, pid, "tcp://127.0.0.1:1"))
+	msgs := make([][][]byte, 4096)
+	for i := range msgs {
+		msgs[i] = wire.LoadMessage(pid, uint64(i)+1, wire.ActiveLoad{WorkerID: worker, KVUsedBlocks: wire.U64(7)}, time.Unix(0, 0))
+	}
+	ev := events.LoadMessage{Namespace: "dynamo", PublisherID: pid}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%len(msgs) == 0 {
+			store.Connected(events.LoadConnected{Namespace: "dynamo", PublisherID: pid})
+		}
+		ev.Frames = msgs[i%len(msgs)]
+		if r := store.Apply(&ev); r != eventplane.Applied {
+			b.Fatalf("%v", r)
+		}
+	}
+}
+
+// idlePublisher accepts connections, completes the PUB side of the
+// handshake, and then stays silent, as a publisher whose load is constant.
+func idlePublisher(t testing.TB) (string, func()) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	greeting := publisherGreeting()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				c.Write(greeting)
+				buf := make([]byte, 512)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	return l.Addr().String(), func() { l.Close() }
+}
+
+// TestMemoryPerIdleSubscription measures what 1,024 idle kv_metrics
+// subscriptions cost the router: its heap (connections, ZMTP buffers,
+// subscription state) and its goroutine stacks. The figure is logged and
+// recorded in docs/benchmarks.md; the assertion is a loose ceiling.
+func TestMemoryPerIdleSubscription(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1,024 connections")
+	}
+	addr, stop := idlePublisher(t)
+	defer stop()
+	const n = eventplane.MaxSubscriptions
+	snap := &discovery.Snapshot{}
+	for i := 1; i <= n; i++ {
+		snap.Publishers = append(snap.Publishers, &discovery.Publisher{Namespace: "dynamo", PublisherID: uint64(i),
+			Topic: discovery.TopicLoad, TransportKind: "Zmq", Address: "tcp://" + addr})
+	}
+	store := load.NewStore(nil)
+	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits,
+		Sink: load.Subscriber{Store: store}}, eventplane.Policy{Transport: eventplane.TransportDirect,
+		Dialer: &eventplane.Dialer{}}, clock.Real{}, slog.New(slog.DiscardHandler), nil)
+	defer sup.Stop()
+
+	measure := func() (heap, stack uint64) {
+		for i := 0; i < 6; i++ { // each GC may halve an oversized stack
+			runtime.GC()
+		}
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc, m.StackInuse
+	}
+	// The in-test publisher's own goroutines and buffers would be counted
+	// too; measure them alone first with a raw client per connection.
+	heap0, stack0 := measure()
+	sup.Reconcile(snap)
+	eventually(t, "every subscription connected", func() bool {
+		for _, s := range sup.Subscriptions() {
+			if s.State != eventplane.Connected {
+				return false
+			}
+		}
+		return true
+	})
+	heap1, stack1 := measure()
+	total := float64(heap1-heap0) + float64(stack1-stack0)
+	t.Logf("1,024 idle subscriptions with their in-process publisher side: heap %.0f B + stacks %.0f B = %.1f KiB each",
+		float64(heap1-heap0)/n, float64(stack1-stack0)/n, total/n/1024)
+
+	// The publisher half alone, for subtraction.
+	var conns []net.Conn
+	heapP0, stackP0 := measure()
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond)
+	heapP1, stackP1 := measure()
+	for _, c := range conns {
+		c.Close()
+	}
+	pubSide := float64(heapP1-heapP0) + float64(stackP1-stackP0)
+	router := (total - pubSide) / n
+	t.Logf("router side per idle subscription: %.1f KiB = heap %.1f KiB + stack %.1f KiB (publisher side %.1f KiB subtracted)",
+		router/1024, (float64(heap1-heap0)-float64(heapP1-heapP0))/n/1024, (float64(stack1-stack0)-float64(stackP1-stackP0))/n/1024, pubSide/n/1024)
+	if router > 16<<10 {
+		t.Fatalf("an idle subscription costs %.1f KiB", router/1024)
+	}
+}
