@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suite needs as independent peers:
+# libzmq (through Debian's python3-zmq) is the second ZMTP implementation the
+# zmtp interop tests talk to, and python3-msgpack encodes codec fixtures.
+#
+# Idempotent and silent when everything is already present, so `make test`
+# and CI can run it unconditionally.
+#
+# Debian's packages land in /usr/lib/python3/dist-packages, which only the
+# system interpreter sees; a pyenv or venv python3 earlier on PATH does not.
+# The tests therefore try `python3` on PATH first and then /usr/bin/python3,
+# and this script checks the same two.
+set -euo pipefail
+
+have_deps() {
+	local py
+	for py in python3 /usr/bin/python3; do
+		if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import zmq, msgpack' >/dev/null 2>&1; then
+			return 0
+		fi
+	done
+	return 1
+}
+
+if have_deps; then
+	exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "install-test-deps: not root and sudo is missing; install python3-zmq python3-msgpack by hand" >&2
+		exit 1
+	fi
+	SUDO="sudo"
+fi
+
+echo "install-test-deps: installing python3-zmq python3-msgpack" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-zmq python3-msgpack >/dev/null
+
+if ! have_deps; then
+	echo "install-test-deps: neither python3 on PATH nor /usr/bin/python3 can import zmq and msgpack after install" >&2
+	exit 1
+fi

@@ -1,0 +1,123 @@
+package zmtp
+
+import (
+	"bytes"
+	"net"
+	"time"
+)
+
+// Handshake runs the ZMTP greeting and the NULL mechanism's READY exchange on
+// conn and subscribes to each topic (a prefix; an empty topic means
+// everything). The whole exchange must finish within lim.HandshakeTimeout.
+//
+// The caller keeps ownership of conn and closes it on error and when done;
+// closing conn is also how a blocked ReadMessage is stopped.
+func Handshake(conn net.Conn, topics [][]byte, lim Limits) (*Sub, error) {
+	if err := lim.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sub{conn: conn, lim: lim, r: newReader(conn)}
+	if err := s.handshake(topics); err != nil {
+		if isTimeout(err) {
+			return nil, protoErr("handshake not completed within %v", lim.HandshakeTimeout)
+		}
+		return nil, err
+	}
+	// Idle from now on: a silent publisher is normal, so no deadline until
+	// the first byte of a message arrives.
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sub) handshake(topics [][]byte) error {
+	if err := s.conn.SetDeadline(time.Now().Add(s.lim.HandshakeTimeout)); err != nil {
+		return err
+	}
+	// Send the whole greeting at once: we support a single version and a
+	// single mechanism, so there is nothing to negotiate first.
+	putGreeting(s.wbuf[:])
+	if _, err := s.conn.Write(s.wbuf[:greetingSize]); err != nil {
+		return err
+	}
+	minor, err := readGreeting(&s.r)
+	if err != nil {
+		return err
+	}
+	s.minor = minor
+	if _, err := s.conn.Write(appendReady(s.wbuf[:0])); err != nil {
+		return err
+	}
+	if err := s.readReady(); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if err := s.subscribe(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readReady reads the peer's first command, which under NULL must be READY
+// with Socket-Type PUB or XPUB. An ERROR command is reported with its reason.
+func (s *Sub) readReady() error {
+	flags, err := s.r.readByte()
+	if err != nil {
+		return err
+	}
+	if flags&flagCommand == 0 || flags&(flagMore|flagReserved) != 0 {
+		return protoErr("handshake: expected a READY command, got frame flags 0x%02x", flags)
+	}
+	body, err := s.readCommand(flags)
+	if err != nil {
+		return err
+	}
+	defer s.r.discard(len(body))
+	name, data, err := splitCommand(body)
+	if err != nil {
+		return err
+	}
+	switch string(name) {
+	case "READY":
+	case "ERROR":
+		return peerError(data)
+	default:
+		return protoErr("handshake: expected READY, got command %q", clip(name))
+	}
+	st, err := peerSocketType(data)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(st, []byte("PUB")) && !bytes.Equal(st, []byte("XPUB")) {
+		return protoErr("handshake: peer socket type %q cannot serve a SUB (need PUB or XPUB)", clip(st))
+	}
+	return nil
+}
+
+// subscribe sends a 3.0-style subscription: a data frame holding 0x01 and the
+// topic. 3.1 peers accept it as well, and it is what zmq4 understands.
+func (s *Sub) subscribe(topic []byte) error {
+	hdr := appendFrameHeader(s.wbuf[:0], 0, 1+len(topic))
+	hdr = append(hdr, 0x01)
+	if len(hdr)+len(topic) <= len(s.wbuf) {
+		_, err := s.conn.Write(append(hdr, topic...))
+		return err
+	}
+	if _, err := s.conn.Write(hdr); err != nil {
+		return err
+	}
+	_, err := s.conn.Write(topic)
+	return err
+}
+
+// peerError turns an ERROR command's data (a length-prefixed reason) into a
+// ProtocolError.
+func peerError(data []byte) error {
+	reason := data
+	if len(data) > 0 && int(data[0]) <= len(data)-1 {
+		reason = data[1 : 1+int(data[0])]
+	}
+	return protoErr("peer sent ERROR: %q", clip(reason))
+}
