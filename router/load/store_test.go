@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/fakefleet/wire"
+	"switchyard/router/clock"
 	"switchyard/router/discovery"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
@@ -295,4 +296,35 @@ func TestSubscriberDeliverAllocatesNothing(t *testing.T) {
 		next++
 	})
 	require.Zero(t, allocs)
+}
+
+// The best-effort contract as a table, stepped on a Manual clock: each row
+// advances time, optionally applies a sample, and checks the decode status.
+func TestStatusTableUnderManualClock(t *testing.T) {
+	s, _ := newStore(t)
+	clk := clock.NewManual(t0)
+	type row struct {
+		name    string
+		advance time.Duration
+		kvUsed  *uint64 // a sample to apply first, if set
+		want    Status
+	}
+	seq := uint64(0)
+	for _, r := range []row{
+		{"never published: quiet", 0, nil, Status{Kind: Quiet}},
+		{"a busy sample: fresh", time.Second, wire.U64(30), Status{Kind: Fresh, Backlog: 30}},
+		{"3 s later: still fresh", 3 * time.Second, nil, Status{Kind: Fresh, Backlog: 30}},
+		{"past max staleness with a backlog: silent under load", time.Millisecond, nil, Status{Kind: SilentUnderLoad}},
+		{"an idle sample: fresh at zero", time.Second, wire.U64(0), Status{Kind: Fresh}},
+		{"an idle sample gone stale: quiet", time.Hour, nil, Status{Kind: Quiet}},
+		{"busy again", 0, wire.U64(5), Status{Kind: Fresh, Backlog: 5}},
+	} {
+		clk.Advance(r.advance)
+		if r.kvUsed != nil {
+			seq++
+			require.Equal(t, eventplane.Applied, s.Apply(msg(clk.Now(), wire.LoadMessage(pid, seq,
+				wire.ActiveLoad{WorkerID: 7, KVUsedBlocks: r.kvUsed}, clk.Now()))), r.name)
+		}
+		require.Equal(t, r.want, s.StatusOf(key(0), Decode, clk.Now()), r.name)
+	}
 }

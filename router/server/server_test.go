@@ -196,6 +196,30 @@ func TestLoadSignalsEndToEnd(t *testing.T) {
 	_, ok := srv.Loads().FreshDefault(loadKey(worker), time.Now())
 	require.True(t, ok)
 
+	// Reloads: max_staleness applies at once; a dial-policy change restarts
+	// only the subscriptions (the fleet and its samples' store stay).
+	gen := srv.Discovery().Registry().Generation()
+	narrow := embeddedConfig("tok")
+	narrow.Dynamo.Load.MaxStaleness = config.Duration(7 * time.Second)
+	narrow.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.0/8"}
+	require.NoError(t, srv.Reload(narrow))
+	require.Equal(t, 7*time.Second, srv.Loads().MaxStaleness())
+	subState := func() string {
+		_, b := get(t, base+"/admin/dynamo/workers", "tok")
+		var body struct {
+			Subscriptions []struct{ State string } `json:"subscriptions"`
+		}
+		_ = json.Unmarshal(b, &body)
+		if len(body.Subscriptions) != 1 {
+			return ""
+		}
+		return body.Subscriptions[0].State
+	}
+	eventually(t, "the refused dial", func() bool { return subState() == "backoff" })
+	require.NoError(t, srv.Reload(embeddedConfig("tok")))
+	eventually(t, "the reconnect", func() bool { return subState() == "connected" })
+	require.Equal(t, gen, srv.Discovery().Registry().Generation(), "discovery was not touched")
+
 	// The worker dies: its series, sample and subscription go.
 	reg.Kill()
 	eventually(t, "the departed worker's series to vanish", func() bool {
