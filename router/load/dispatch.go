@@ -35,47 +35,92 @@ type Dispatch struct {
 	ended bool
 }
 
-type dispatches struct {
-	byKey map[Key][]Dispatch
-	total int
+// rank is everything the store keeps about one worker rank: its latest
+// sample and its unanswered dispatches in arrival order, with running sums
+// so a backlog query costs nothing per record. One map lookup answers every
+// question a picker asks about a rank.
+type rank struct {
+	sample    Sample
+	hasSample bool
+
+	list           []Dispatch // list[head:] are live
+	head           int
+	tokens, blocks uint64
+	// stallable counts live records that could stall the rank, so ranks
+	// without any (paired decodes, small requests) are never scanned.
+	stallable int
 }
 
-func newDispatches() dispatches { return dispatches{byKey: map[Key][]Dispatch{}} }
+func canStall(dp *Dispatch) bool {
+	return !dp.ended && !dp.PairedDecode && dp.Blocks >= StallMinBlocks
+}
+
+func (r *rank) live() []Dispatch { return r.list[r.head:] }
+
+type ranks struct {
+	byKey map[Key]*rank
+	// samples counts ranks with a sample; total counts live dispatch records.
+	samples   int
+	total     int
+	lastSweep time.Time
+}
+
+func newRanks() ranks { return ranks{byKey: map[Key]*rank{}} }
+
+// get returns rank k, creating it.
+func (d *ranks) get(k Key) *rank {
+	r := d.byKey[k]
+	if r == nil {
+		r = &rank{}
+		d.byKey[k] = r
+	}
+	return r
+}
 
 // answered clears a rank's dispatches: its sample now accounts for them.
-func (d *dispatches) answered(k Key) {
-	if l, ok := d.byKey[k]; ok {
-		d.total -= len(l)
-		delete(d.byKey, k)
+func (d *ranks) answered(r *rank) {
+	if len(r.live()) > 0 {
+		d.total -= len(r.live())
+		r.list, r.head, r.tokens, r.blocks, r.stallable = r.list[:0], 0, 0, 0, 0 // keep the capacity for the next burst
 	}
 }
 
-// expire drops a rank's dispatches older than the TTL (they are in order).
-func (d *dispatches) expire(k Key, now time.Time) []Dispatch {
-	l := d.byKey[k]
-	i := 0
-	for i < len(l) && now.Sub(l[i].At) >= DispatchTTL {
-		i++
-	}
-	if i > 0 {
-		d.total -= i
-		l = l[i:]
-		if len(l) == 0 {
-			delete(d.byKey, k)
-		} else {
-			d.byKey[k] = l
+// expire drops a rank's dispatches that arrived before cutoff (now minus
+// the TTL); they are in arrival order, so only the front is examined.
+func (d *ranks) expire(r *rank, cutoff time.Time) {
+	for r.head < len(r.list) && !r.list[r.head].At.After(cutoff) {
+		r.tokens -= r.list[r.head].PromptTokens
+		r.blocks -= r.list[r.head].Blocks
+		if canStall(&r.list[r.head]) {
+			r.stallable--
 		}
+		r.head++
+		d.total--
 	}
-	return l
+	if r.head == len(r.list) {
+		r.list, r.head = r.list[:0], 0
+	} else if r.head > 64 && r.head > len(r.list)/2 {
+		n := copy(r.list, r.list[r.head:]) // compact now and then, not on every expiry
+		r.list, r.head = r.list[:n], 0
+	}
 }
 
-func (d *dispatches) retain(keep func(Key) bool) {
-	for k, l := range d.byKey {
-		if !keep(k) {
-			d.total -= len(l)
-			delete(d.byKey, k)
-		}
+func (d *ranks) remove(k Key, r *rank) {
+	d.total -= len(r.live())
+	if r.hasSample {
+		d.samples--
 	}
+	delete(d.byKey, k)
+}
+
+func (d *ranks) add(r *rank, dp Dispatch) {
+	r.list = append(r.list, dp)
+	if canStall(&dp) {
+		r.stallable++
+	}
+	r.tokens += dp.PromptTokens
+	r.blocks += dp.Blocks
+	d.total++
 }
 
 // RecordDispatch counts a request pinned to a rank. It reports false when
@@ -84,20 +129,26 @@ func (d *dispatches) retain(keep func(Key) bool) {
 func (s *Store) RecordDispatch(dp Dispatch) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := &s.dispatches
-	l := d.expire(dp.Key, dp.At)
-	if d.total >= MaxDispatches {
-		for k := range d.byKey {
-			d.expire(k, dp.At)
-		}
-		l = d.byKey[dp.Key]
+	if !s.admitted(dp.Key) {
+		return false
 	}
-	if d.total >= MaxDispatches || len(l) >= MaxDispatchesPerRank {
+	d := &s.ranks
+	cutoff := dp.At.Add(-DispatchTTL)
+	r := d.get(dp.Key)
+	d.expire(r, cutoff)
+	// At the ceiling, sweep every rank for expired records, at most once a
+	// second so a saturated store does not pay a full sweep per request.
+	if d.total >= MaxDispatches && dp.At.Sub(d.lastSweep) >= time.Second {
+		d.lastSweep = dp.At
+		for _, other := range d.byKey {
+			d.expire(other, cutoff)
+		}
+	}
+	if d.total >= MaxDispatches || len(r.live()) >= MaxDispatchesPerRank {
 		return false
 	}
 	dp.ended = false
-	d.byKey[dp.Key] = append(l, dp)
-	d.total++
+	d.add(r, dp)
 	return true
 }
 
@@ -107,10 +158,15 @@ func (s *Store) EndDispatch(requestID uint64, keys ...Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		l := s.dispatches.byKey[k]
-		for i := range l {
-			if l[i].RequestID == requestID {
-				l[i].ended = true
+		if r := s.ranks.byKey[k]; r != nil {
+			l := r.live()
+			for i := range l {
+				if l[i].RequestID == requestID && !l[i].ended {
+					if canStall(&l[i]) {
+						r.stallable--
+					}
+					l[i].ended = true
+				}
 			}
 		}
 	}
@@ -119,12 +175,9 @@ func (s *Store) EndDispatch(requestID uint64, keys ...Key) {
 // Unanswered sums the prompt tokens and blocks dispatched to a rank since
 // its last sample, over the last DispatchTTL.
 func (s *Store) Unanswered(k Key, now time.Time) (tokens, blocks uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, dp := range s.dispatches.expire(k, now) {
-		tokens += dp.PromptTokens
-		blocks += dp.Blocks
-	}
+	r := s.Reader(now)
+	defer r.Close()
+	tokens, blocks, _ = r.Dispatched(k)
 	return tokens, blocks
 }
 
@@ -132,12 +185,8 @@ func (s *Store) Unanswered(k Key, now time.Time) (tokens, blocks uint64) {
 // unanswered for StallAfter. The decode half of a pair and ended requests
 // do not count. Pickers ignore stalls when no rank has a fresh sample.
 func (s *Store) Stalled(k Key, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, dp := range s.dispatches.expire(k, now) {
-		if !dp.ended && !dp.PairedDecode && dp.Blocks >= StallMinBlocks && now.Sub(dp.At) >= StallAfter {
-			return true
-		}
-	}
-	return false
+	r := s.Reader(now)
+	defer r.Close()
+	_, _, stalled := r.Dispatched(k)
+	return stalled
 }

@@ -63,36 +63,19 @@ type Status struct {
 
 // StatusOf classifies rank k for phase p at now, against max staleness.
 func (s *Store) StatusOf(k Key, p Phase, now time.Time) Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.status(k, p, now)
-}
-
-func (s *Store) status(k Key, p Phase, now time.Time) Status {
-	v, ok := s.samples[k]
-	if !ok {
-		return Status{Kind: Quiet}
-	}
-	backlog, has := v.Backlog(p)
-	switch {
-	case !has:
-		return Status{Kind: Undefined}
-	case now.Sub(v.ReceivedAt) <= s.maxStaleness:
-		return Status{Kind: Fresh, Backlog: backlog}
-	case backlog == 0:
-		return Status{Kind: Quiet}
-	}
-	return Status{Kind: SilentUnderLoad}
+	r := s.Reader(now)
+	defer r.Close()
+	return r.Status(k, p)
 }
 
 // AnyFresh reports whether any of the ranks has a fresh sample carrying the
 // phase's field. When none has, the load stream itself is silent or down,
 // and the pickers rotate round-robin across all candidates.
 func (s *Store) AnyFresh(keys []Key, p Phase, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	r := s.Reader(now)
+	defer r.Close()
 	for _, k := range keys {
-		if s.status(k, p, now).Kind == Fresh {
+		if r.Status(k, p).Kind == Fresh {
 			return true
 		}
 	}

@@ -58,10 +58,9 @@ type rankRange struct{ start, size uint32 }
 // subscriptions apply messages while pickers read.
 type Store struct {
 	mu           sync.Mutex
-	samples      map[Key]Sample
+	ranks        ranks
 	streams      map[publisher]stream
 	live         map[worker]rankRange
-	dispatches   dispatches
 	decoder      *eventplane.Decoder
 	msg          eventplane.Message
 	load         ActiveLoad
@@ -76,10 +75,9 @@ func NewStore(count func(eventplane.Result)) *Store {
 		count = func(eventplane.Result) {}
 	}
 	return &Store{
-		samples:      map[Key]Sample{},
+		ranks:        newRanks(),
 		streams:      map[publisher]stream{},
 		live:         map[worker]rankRange{},
-		dispatches:   newDispatches(),
 		decoder:      eventplane.NewDecoder(discovery.TopicLoad, MaxPayloadBytes),
 		maxStaleness: DefaultMaxStaleness,
 		count:        count,
@@ -118,9 +116,9 @@ func (s *Store) SetLive(snap *discovery.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live = live
-	for k := range s.samples {
+	for k, r := range s.ranks.byKey {
 		if !s.admitted(k) {
-			delete(s.samples, k)
+			s.ranks.remove(k, r)
 		}
 	}
 	for p := range s.streams {
@@ -128,7 +126,6 @@ func (s *Store) SetLive(snap *discovery.Snapshot) {
 			delete(s.streams, p)
 		}
 	}
-	s.dispatches.retain(s.admitted)
 }
 
 func (s *Store) admitted(k Key) bool {
@@ -147,9 +144,10 @@ func (s *Store) Connected(ev events.LoadConnected) {
 }
 
 func (s *Store) dropPublisher(p publisher) {
-	for k, v := range s.samples {
-		if v.PublisherID == p.id && k.Namespace == p.namespace {
-			delete(s.samples, k)
+	for k, r := range s.ranks.byKey {
+		if r.hasSample && r.sample.PublisherID == p.id && k.Namespace == p.namespace {
+			r.hasSample = false
+			s.ranks.samples--
 		}
 	}
 }
@@ -192,17 +190,25 @@ func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
 	if !s.admitted(k) {
 		return eventplane.IdentityMismatch
 	}
-	prev, exists := s.samples[k]
+	r := s.ranks.byKey[k]
+	exists := r != nil && r.hasSample
 	// The same publisher's older sequence is a replay; a new publisher (a
 	// restarted worker process) replaces whatever was held.
-	if exists && prev.PublisherID == m.PublisherID && m.Sequence <= prev.Sequence {
+	if exists && r.sample.PublisherID == m.PublisherID && m.Sequence <= r.sample.Sequence {
 		return eventplane.Duplicate
 	}
-	if !exists && len(s.samples) >= MaxEntries {
+	if !exists && s.ranks.samples >= MaxEntries {
 		return eventplane.OverCapacity
 	}
-	s.samples[k] = Sample{ActiveLoad: *a, PublisherID: m.PublisherID, Sequence: m.Sequence, ReceivedAt: ev.At}
-	s.dispatches.answered(k)
+	if r == nil {
+		r = s.ranks.get(k)
+	}
+	if !r.hasSample {
+		r.hasSample = true
+		s.ranks.samples++
+	}
+	r.sample = Sample{ActiveLoad: *a, PublisherID: m.PublisherID, Sequence: m.Sequence, ReceivedAt: ev.At}
+	s.ranks.answered(r)
 	return eventplane.Applied
 }
 
@@ -210,8 +216,10 @@ func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
 func (s *Store) Latest(k Key) (Sample, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.samples[k]
-	return v, ok
+	if r := s.ranks.byKey[k]; r != nil && r.hasSample {
+		return r.sample, true
+	}
+	return Sample{}, false
 }
 
 // Fresh returns the rank's sample if it is at most maxAge old at now.
@@ -229,18 +237,18 @@ func (s *Store) FreshDefault(k Key, now time.Time) (Sample, bool) {
 }
 
 func (s *Store) fresh(k Key, maxAge time.Duration, now time.Time) (Sample, bool) {
-	v, ok := s.samples[k]
-	if !ok || now.Sub(v.ReceivedAt) > maxAge {
+	r := s.ranks.byKey[k]
+	if r == nil || !r.hasSample || now.Sub(r.sample.ReceivedAt) > maxAge {
 		return Sample{}, false
 	}
-	return v, true
+	return r.sample, true
 }
 
 // Len is the number of ranks with a sample.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.samples)
+	return s.ranks.samples
 }
 
 // Each calls f for every held sample (for metrics), under the store's lock:
@@ -248,7 +256,9 @@ func (s *Store) Len() int {
 func (s *Store) Each(f func(Key, Sample)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, v := range s.samples {
-		f(k, v)
+	for k, r := range s.ranks.byKey {
+		if r.hasSample {
+			f(k, r.sample)
+		}
 	}
 }

@@ -1,0 +1,91 @@
+// Package picker chooses the Dynamo workers a request is pinned to: a
+// decode (worker, dp_rank) and, when that worker is a decode worker with
+// prefill workers beside it, a prefill (worker, dp_rank) in the same
+// namespace. Pickers are part of the deterministic core: they read the
+// registry snapshot, the load store and the time they are given, and keep
+// only their round-robin cursors.
+package picker
+
+import (
+	"sync/atomic"
+	"time"
+
+	"switchyard/router/discovery"
+)
+
+// Request is what a picker needs to know about one request.
+type Request struct {
+	// ID identifies the request in dispatch accounting.
+	ID uint64
+	// Model is the Dynamo model name (display_name) after dynamo.shim.model_map.
+	Model string
+	// Namespaces are the namespaces with a usable shim replica for this
+	// request, in configuration order. Workers elsewhere are not candidates.
+	Namespaces []string
+	// PromptTokens is the estimated prompt size.
+	PromptTokens uint64
+	// Now is the decision time (the request's receipt time).
+	Now time.Time
+}
+
+// Pin is one chosen worker rank.
+type Pin struct {
+	WorkerID uint64
+	DPRank   uint32
+	// DPDeclared: the card declares data_parallel_size, so the rank header
+	// is sent (even for rank 0).
+	DPDeclared bool
+	Role       discovery.Role
+}
+
+// Selection is a picker's answer.
+type Selection struct {
+	Namespace string
+	Decode    Pin
+	// Prefill is set when HasPrefill; otherwise only the decode worker is
+	// pinned (an aggregated worker, or no prefill worker for the model).
+	// A value, not a pointer, so a pick allocates nothing.
+	Prefill    Pin
+	HasPrefill bool
+	// Reasons, as counted under switchyard_dynamo_selection_total.
+	DecodeReason, PrefillReason string
+}
+
+// Selection reasons (the closed reason label set).
+const (
+	ReasonLoad              = "load"
+	ReasonRoundRobin        = "round_robin"
+	ReasonRoundRobinStale   = "round_robin_stale"
+	ReasonNoPrefillPool     = "no_prefill_pool"
+	ReasonKVAware           = "kv_aware"
+	ReasonConditionalBypass = "conditional_bypass"
+)
+
+// Reasons lists every reason, for pre-registered metric series.
+var Reasons = []string{ReasonLoad, ReasonRoundRobin, ReasonRoundRobinStale, ReasonNoPrefillPool, ReasonKVAware, ReasonConditionalBypass}
+
+// Picker chooses workers. ok is false when no worker in the request's
+// namespaces serves the model: the request then takes standard routing.
+type Picker interface {
+	Pick(req Request, snap *discovery.Snapshot) (sel Selection, ok bool)
+	// Ended tells the picker a pinned request ended without being served
+	// (refused, failed, cancelled), so it no longer counts toward a stall.
+	Ended(req Request, sel Selection)
+}
+
+// Holder keeps the active picker; it can be replaced at run time (the
+// KV-aware picker replaces the load-based one without touching callers).
+type Holder struct{ p atomic.Pointer[Picker] }
+
+// NewHolder holds p.
+func NewHolder(p Picker) *Holder {
+	h := &Holder{}
+	h.Set(p)
+	return h
+}
+
+// Get returns the active picker.
+func (h *Holder) Get() Picker { return *h.p.Load() }
+
+// Set replaces the active picker.
+func (h *Holder) Set(p Picker) { h.p.Store(&p) }
