@@ -122,6 +122,7 @@ type Follower struct {
 	Reducer   *Reducer
 	Registry  *Registry
 	connected atomic.Bool
+	mixed     mixedWatch
 }
 
 // NewFollower pairs a reducer with a registry.
@@ -137,7 +138,10 @@ func (f *Follower) Apply(batch []events.Event) {
 	for _, ev := range batch {
 		f.Reducer.Apply(ev)
 	}
-	f.Registry.Publish(f.Reducer.View(), batch[len(batch)-1].Time())
+	v := f.Reducer.View()
+	if _, moved := f.Registry.Publish(v, batch[len(batch)-1].Time()); moved {
+		f.mixed.observe(f.Reducer.log, v)
+	}
 }
 
 // SetConnected records whether the source's watches are open.
