@@ -25,7 +25,7 @@ const demoModel = "Qwen/Qwen3-0.6B"
 
 func newDemoCmd() *cobra.Command {
 	var (
-		addr              string
+		addr, shimURL     string
 		prefills, decodes int
 		logs              logFlags
 	)
@@ -39,7 +39,10 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			token := randomToken()
-			cfg := demoConfig(addr, token)
+			cfg, err := demoConfig(addr, token, shimURL)
+			if err != nil {
+				return err
+			}
 			srv, err := server.New(cfg, log)
 			if err != nil {
 				return err
@@ -93,21 +96,36 @@ func newDemoCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "router listen address")
+	cmd.Flags().StringVar(&shimURL, "shim-url", "", "a direct-mode frontend to forward pinned requests to (e.g. hack/benchshim)")
 	cmd.Flags().IntVar(&prefills, "prefill", 2, "prefill workers")
 	cmd.Flags().IntVar(&decodes, "decode", 2, "decode workers")
 	logs.add(cmd)
 	return cmd
 }
 
-func demoConfig(addr, token string) *config.Config {
-	cfg := config.Default()
-	cfg.Server.BindAddress = addr
-	cfg.Admin.Token = token
-	cfg.Dynamo.Enabled = true
-	cfg.Dynamo.Discovery.Etcd.Embedded.Enabled = true
-	cfg.Dynamo.Discovery.Etcd.Embedded.Listen = "127.0.0.1:0"
-	cfg.Dynamo.Load.DirectAllowCIDRs = []string{"127.0.0.0/8"}
-	return cfg
+// demoConfig renders the demo's configuration as a file would say it, so
+// every default is filled exactly as for `serve`. With a shim URL, the
+// router pins workers and forwards to that direct-mode frontend.
+func demoConfig(addr, token, shimURL string) (*config.Config, error) {
+	y := fmt.Sprintf(`server: {bind_address: %q}
+admin: {token: %q}
+dynamo:
+  enabled: true
+  discovery:
+    etcd:
+      embedded: {enabled: true, listen: "127.0.0.1:0"}
+  load:
+    direct_allow_cidrs: ["127.0.0.0/8"]
+`, addr, token)
+	if shimURL != "" {
+		y += fmt.Sprintf(`  shim:
+    backends: [dynamo-frontend]
+disaggregated_serving: {enabled: true}
+backends:
+  - {name: dynamo-frontend, type: openai, url: %q, role: unified, models: [%q]}
+`, shimURL, demoModel)
+	}
+	return config.Parse([]byte(y), nil)
 }
 
 func randomToken() string {

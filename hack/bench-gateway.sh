@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Measures Switchyard's proxy overhead against HAProxy in one run: both sit
+# in front of the same fast mock shim (hack/benchshim) on loopback, and wrk
+# drives each, plus the shim directly as the floor. Switchyard runs the
+# demo fleet (embedded etcd, 2 prefill + 2 decode workers), so every request
+# goes through discovery, the picker and the pinned dispatch path.
+#
+#   hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
+#
+# Prints a Markdown table. Installs haproxy and wrk from Debian when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-10s}
+shift || true
+if [ $# -gt 0 ]; then CONNS=("$@"); else CONNS=(8 64); fi
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need haproxy || ! need wrk; then
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy wrk >/dev/null
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+go build -o "$work/switchyard" ./cmd/switchyard
+go build -o "$work/benchshim" ./hack/benchshim
+
+SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300
+"$work/benchshim" -addr "$SHIM" & pids+=($!)
+
+cat >"$work/haproxy.cfg" <<CFG
+global
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  option http-keep-alive
+frontend fe
+  bind $HAPROXY
+  default_backend shim
+backend shim
+  server s1 $SHIM
+CFG
+haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
+
+"$work/switchyard" demo --addr "$ROUTER" --shim-url "http://$SHIM" >"$work/demo.out" 2>"$work/demo.err" & pids+=($!)
+for _ in $(seq 1 100); do
+	grep -q "admin token" "$work/demo.out" 2>/dev/null && break
+	sleep 0.1
+done
+
+cat >"$work/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Say ok in one word, please."}],"max_tokens":1}'
+LUA
+
+# Warm up, then check that the router path really answers 200s.
+curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' \
+	-d '{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"hi"}]}' "http://$ROUTER/v1/chat/completions" ||
+	{ echo "router did not answer; logs:" >&2; tail -20 "$work/demo.err" >&2; exit 1; }
+
+run() { # target conns -> "rps p50 p99 non2xx"
+	wrk -t2 -c"$2" -d"$DURATION" --latency -s "$work/post.lua" "http://$1/v1/chat/completions" 2>&1 | awk '
+		/Requests\/sec/ {rps=$2}
+		/^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
+		/Non-2xx/ {bad=$NF}
+		END {printf "%s %s %s %s\n", rps, p50, p99, (bad==""?0:bad)}'
+}
+
+echo "| connections | target | requests/s | p50 | p99 | non-2xx |"
+echo "|---|---|---|---|---|---|"
+for c in "${CONNS[@]}"; do
+	for t in "shim (direct):$SHIM" "haproxy:$HAPROXY" "switchyard:$ROUTER"; do
+		name=${t%%:*}; addr=${t#*:}
+		read -r rps p50 p99 bad < <(run "$addr" "$c")
+		echo "| $c | $name | $rps | $p50 | $p99 | $bad |"
+	done
+done
