@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Core packages: deterministic, and always tested under the race detector.
-CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... \
+CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... ./router/picker/... \
         ./router/eventplane/... ./router/load/... ./router/admin/... ./router/metrics/...
 
 .PHONY: build test test-deps vet fmt-check race demo bench fuzz clean

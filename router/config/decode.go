@@ -44,6 +44,11 @@ func (d *decoder) spend(path string, n *yaml.Node) bool {
 
 var durationType = reflect.TypeFor[Duration]()
 
+// elementDefaulter is a list element type whose absent keys have non-zero
+// defaults: each decoded element starts from them, so explicit values
+// (zeros included) can be told apart from absent ones.
+type elementDefaulter interface{ setDefaults() }
+
 func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
 	if len(d.errs) >= maxReportedErrors {
 		d.dropped++
@@ -182,6 +187,9 @@ func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 	}
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, item := range n.Content {
+		if e, ok := out.Index(i).Addr().Interface().(elementDefaulter); ok {
+			e.setDefaults()
+		}
 		d.value(item, out.Index(i), fmt.Sprintf("%s[%d]", path, i))
 	}
 	v.Set(out)

@@ -9,6 +9,20 @@ const (
 	DefaultMaxSessions           = 64
 	DefaultMaxStreamsPerSession  = 1024
 	DefaultMaxSessionBufferBytes = 64 << 20
+	DefaultMaxBodyBytes          = 10 << 20
+	DefaultRetries               = 2
+	DefaultRequestTimeout        = 600 * time.Second
+	DefaultReadTimeout           = 60 * time.Second
+	DefaultWriteTimeout          = 60 * time.Second
+	DefaultShutdownGrace         = 30 * time.Second
+	DefaultBackendTimeout        = 300 * time.Second
+	DefaultHealthPath            = "/health"
+	DefaultHealthInterval        = 10 * time.Second
+	DefaultHealthTimeout         = 2 * time.Second
+	DefaultUnhealthyThreshold    = 3
+	DefaultHealthyThreshold      = 1
+	DefaultFailureThreshold      = 5
+	DefaultOpenFor               = 30 * time.Second
 )
 
 // Default returns a configuration with every default filled in. Parse
@@ -17,6 +31,14 @@ func Default() *Config {
 	backoff := Backoff{Initial: Duration(500 * time.Millisecond), Max: Duration(30 * time.Second)}
 	return &Config{
 		Server: Server{BindAddress: DefaultBindAddress},
+		Gateway: Gateway{
+			MaxBodyBytes:   DefaultMaxBodyBytes,
+			Retries:        DefaultRetries,
+			RequestTimeout: Duration(DefaultRequestTimeout),
+			ReadTimeout:    Duration(DefaultReadTimeout),
+			WriteTimeout:   Duration(DefaultWriteTimeout),
+			ShutdownGrace:  Duration(DefaultShutdownGrace),
+		},
 		Dynamo: Dynamo{
 			Discovery: Discovery{
 				Source: SourceEtcd,
@@ -47,23 +69,38 @@ func Default() *Config {
 	}
 }
 
-// fillElementDefaults sets defaults inside list elements. Elements start
-// from zero values when decoded, and an empty string is never a valid
-// value for these fields, so filling after decoding loses nothing.
-func (c *Config) fillElementDefaults() {
-	for i := range c.Backends {
-		b := &c.Backends[i]
-		if b.Type == "" {
-			b.Type = BackendTypeOpenAI
-		}
-		if b.Role == "" {
-			b.Role = RoleUnified
-		}
-		if b.Enabled == nil {
-			on := true
-			b.Enabled = &on
-		}
+// DefaultBackend is a backends[] entry with every default filled in and
+// no name or URL. Parse decodes each entry over it, so an absent key keeps
+// its default while an explicit zero ("timeout: 0s") stays zero and fails
+// validation instead of silently meaning the default. Code that builds a
+// Config by hand should start its backends from it too.
+func DefaultBackend() Backend {
+	on := true
+	return Backend{
+		Type:    BackendTypeOpenAI,
+		Role:    RoleUnified,
+		Enabled: &on,
+		Timeout: Duration(DefaultBackendTimeout),
+		HealthCheck: HealthCheck{
+			Enabled:            true,
+			Path:               DefaultHealthPath,
+			Interval:           Duration(DefaultHealthInterval),
+			Timeout:            Duration(DefaultHealthTimeout),
+			UnhealthyThreshold: DefaultUnhealthyThreshold,
+			HealthyThreshold:   DefaultHealthyThreshold,
+		},
+		CircuitBreaker: CircuitBreaker{FailureThreshold: DefaultFailureThreshold, OpenFor: Duration(DefaultOpenFor)},
 	}
+}
+
+// setDefaults makes the decoder start each backends[] entry from the defaults.
+func (b *Backend) setDefaults() { *b = DefaultBackend() }
+
+// fillElementDefaults sets defaults inside list elements that have no
+// element defaulter. Elements start from zero values when decoded, and an
+// empty string is never a valid value for these fields, so filling after
+// decoding loses nothing.
+func (c *Config) fillElementDefaults() {
 	for i := range c.Dynamo.EventBus.Brokers {
 		if c.Dynamo.EventBus.Brokers[i].Role == "" {
 			c.Dynamo.EventBus.Brokers[i].Role = BusRoleBroker

@@ -49,3 +49,9 @@ func untab(s string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// with returns v after f has edited it, for one-expression fixtures.
+func with[T any](v T, f func(*T)) T {
+	f(&v)
+	return v
+}

@@ -33,16 +33,6 @@ var inactiveFeatures = []struct {
 		requested: func(c *Config) bool { return c.Dynamo.EventBus.Enabled },
 		message:   "the event bus listener is not active yet: nothing listens on dynamo.event_bus.listen",
 	},
-	{
-		path:      "dynamo.shim",
-		requested: func(c *Config) bool { return len(c.Dynamo.Shim.Backends) > 0 || len(c.Dynamo.Shim.Pools) > 0 },
-		message:   "shim routing is not active yet: this build has no HTTP gateway to pin requests",
-	},
-	{
-		path:      "backends",
-		requested: func(c *Config) bool { return len(c.Backends) > 0 },
-		message:   "the HTTP gateway is not active yet: backends are validated but receive no requests",
-	},
 }
 
 func (k *checker) inactive(c *Config) {

@@ -59,7 +59,8 @@ func deepCopy(dst, src reflect.Value) {
 }
 
 // Masked returns a deep copy with secrets replaced by Mask: the admin
-// token, the etcd password and client key, and the event-bus TLS key.
+// token, the gateway's API keys, the etcd password and client key, and the
+// event-bus TLS key.
 // Certificates and CA paths stay readable; token_hash is already a hash.
 func (c *Config) Masked() *Config {
 	m := c.Clone()
@@ -76,6 +77,9 @@ func (c *Config) Masked() *Config {
 		mask(&a.Password)
 	}
 	mask(&m.Dynamo.EventBus.TLS.Key)
+	for i := range m.APIKeys {
+		mask(&m.APIKeys[i].Key)
+	}
 	return m
 }
 

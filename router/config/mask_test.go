@@ -13,6 +13,8 @@ func loadFull(t *testing.T) *Config {
 	// developer's environment holds.
 	t.Setenv("ADMIN_TOKEN", "")
 	t.Setenv("ETCD_PASSWORD", "")
+	t.Setenv("TEAM_A_KEY", "")
+	t.Setenv("OPS_KEY", "")
 	c, err := Load("testdata/full.yaml")
 	require.NoError(t, err)
 	return c
@@ -25,6 +27,10 @@ func TestMaskedHidesSecretsOnly(t *testing.T) {
 	assert.Equal(t, Mask, m.Dynamo.Discovery.Etcd.Auth.Password)
 	assert.Equal(t, Mask, m.Dynamo.Discovery.Etcd.TLS.ClientKey)
 	assert.Equal(t, Mask, m.Dynamo.EventBus.TLS.Key)
+	require.Len(t, m.APIKeys, 2)
+	assert.Equal(t, Mask, m.APIKeys[0].Key)
+	assert.Equal(t, Mask, m.APIKeys[1].Key)
+	assert.Equal(t, []string{"frontend-prod"}, m.APIKeys[0].AllowedBackends, "grants stay readable")
 
 	assert.Equal(t, "/etc/etcd/ca.pem", m.Dynamo.Discovery.Etcd.TLS.CACert, "ca_cert stays readable")
 	assert.Equal(t, "/etc/etcd/client.pem", m.Dynamo.Discovery.Etcd.TLS.ClientCert, "client_cert stays readable")
@@ -40,6 +46,9 @@ func TestMaskedHidesSecretsOnly(t *testing.T) {
 	m.Dynamo.Discovery.Etcd.Auth.Password = c.Dynamo.Discovery.Etcd.Auth.Password
 	m.Dynamo.Discovery.Etcd.TLS.ClientKey = c.Dynamo.Discovery.Etcd.TLS.ClientKey
 	m.Dynamo.EventBus.TLS.Key = c.Dynamo.EventBus.TLS.Key
+	for i := range m.APIKeys {
+		m.APIKeys[i].Key = c.APIKeys[i].Key
+	}
 	assert.Equal(t, c, m)
 }
 

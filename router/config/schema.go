@@ -5,6 +5,8 @@ package config
 type Config struct {
 	Server               Server               `yaml:"server"`
 	Admin                Admin                `yaml:"admin"`
+	Gateway              Gateway              `yaml:"gateway"`
+	APIKeys              []APIKey             `yaml:"api_keys"`
 	Backends             []Backend            `yaml:"backends"`
 	DisaggregatedServing DisaggregatedServing `yaml:"disaggregated_serving"`
 	Dynamo               Dynamo               `yaml:"dynamo"`
@@ -53,6 +55,65 @@ type Backend struct {
 	// Enabled is a pointer so that an absent key can mean true.
 	Enabled      *bool  `yaml:"enabled"`
 	ResponsesAPI string `yaml:"responses_api"`
+	// Timeout bounds one upstream exchange: a buffered response in full, or
+	// a stream's wait for its head and every gap between its events.
+	Timeout        Duration       `yaml:"timeout"`
+	HealthCheck    HealthCheck    `yaml:"health_check"`
+	CircuitBreaker CircuitBreaker `yaml:"circuit_breaker"`
+}
+
+// HealthCheck is the active probe of one backend. A backend takes traffic
+// only while its probe says it is healthy; it starts healthy, so a router
+// that has just started serves at once, and is probed immediately.
+type HealthCheck struct {
+	// Enabled false skips probing (for upstreams without a health route);
+	// the backend then always counts as healthy.
+	Enabled bool `yaml:"enabled"`
+	// Path is joined to the backend URL, base path included.
+	Path     string   `yaml:"path"`
+	Interval Duration `yaml:"interval"`
+	Timeout  Duration `yaml:"timeout"`
+	// Consecutive probe results needed to change state.
+	UnhealthyThreshold int `yaml:"unhealthy_threshold"`
+	HealthyThreshold   int `yaml:"healthy_threshold"`
+}
+
+// CircuitBreaker stops sending to a backend after consecutive failures
+// (connection errors, timeouts, 5xx), then lets one trial request through
+// after OpenFor; its success closes the breaker again.
+type CircuitBreaker struct {
+	FailureThreshold int      `yaml:"failure_threshold"`
+	OpenFor          Duration `yaml:"open_for"`
+}
+
+// Gateway tunes the client-facing OpenAI-compatible ingress.
+type Gateway struct {
+	// MaxBodyBytes caps a request body; larger ones get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Retries is how many further replicas of the same pool (or further
+	// unified backends) a request may try after a connection failure.
+	Retries int `yaml:"retries"`
+	// RequestTimeout bounds a whole client request, streams included.
+	RequestTimeout Duration `yaml:"request_timeout"`
+	// ReadTimeout bounds reading one request body, so a slow client cannot
+	// hold a handler by trickling bytes.
+	ReadTimeout Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds each write to the client (each event of a
+	// stream), so a client that stops reading is dropped.
+	WriteTimeout Duration `yaml:"write_timeout"`
+	// ShutdownGrace is how long in-flight requests (streams included) may
+	// finish after shutdown begins before their connections are closed.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+}
+
+// APIKey is one client credential of the gateway. When any key is
+// configured, every /v1 request needs one as a bearer token.
+type APIKey struct {
+	// Key is the secret itself; write it as ${ENV} to keep it out of the file.
+	Key string `yaml:"key"`
+	// AllowedBackends limits the key to these backends (and, through them,
+	// to the shim pools they belong to); empty allows every backend.
+	AllowedBackends []string `yaml:"allowed_backends"`
 }
 
 // IsEnabled reports whether the backend takes traffic; absent means yes.

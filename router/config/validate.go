@@ -10,6 +10,8 @@ func (c *Config) Validate() (errs, warns []Issue) {
 	k := &checker{}
 	k.server(c)
 	k.admin(c)
+	k.gateway(c)
+	k.apiKeys(c)
 	k.backends(c)
 	k.discoverySource(c)
 	k.etcd(c)

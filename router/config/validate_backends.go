@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"strings"
+	"time"
 )
 
 func (k *checker) backends(c *Config) {
@@ -40,7 +41,64 @@ func (k *checker) backends(c *Config) {
 				k.err(index(p+".models", j), "must not be empty")
 			}
 		}
+		k.backendTimeouts(p, b, c.Gateway.RequestTimeout)
 	}
+}
+
+// Bounds on backend tuning: beyond them a value is surely a typo (a probe
+// every 2h, a breaker that needs a thousand failures).
+const (
+	minProbeInterval = 100 * time.Millisecond
+	maxProbeInterval = time.Hour
+	maxThreshold     = 100
+)
+
+func (k *checker) backendTimeouts(p string, b Backend, requestTimeout Duration) {
+	if b.Timeout <= 0 {
+		k.err(p+".timeout", "must be greater than 0")
+	} else if requestTimeout > 0 && b.Timeout > requestTimeout {
+		k.warn(p+".timeout", "%s is longer than gateway.request_timeout (%s), which cuts requests off first", b.Timeout, requestTimeout)
+	}
+	h, q := b.HealthCheck, p+".health_check"
+	k.errIf(q+".path", healthPathProblem(h.Path))
+	if h.Interval < Duration(minProbeInterval) || h.Interval > Duration(maxProbeInterval) {
+		k.err(q+".interval", "must be between %s and %s, got %s", Duration(minProbeInterval), Duration(maxProbeInterval), h.Interval)
+	}
+	switch {
+	case h.Timeout <= 0:
+		k.err(q+".timeout", "must be greater than 0")
+	case h.Timeout > h.Interval:
+		// Probes run one at a time, so a longer timeout stretches the interval.
+		k.err(q+".timeout", "must not exceed interval (%s), got %s", h.Interval, h.Timeout)
+	}
+	k.threshold(q+".unhealthy_threshold", h.UnhealthyThreshold)
+	k.threshold(q+".healthy_threshold", h.HealthyThreshold)
+	cb, q := b.CircuitBreaker, p+".circuit_breaker"
+	k.threshold(q+".failure_threshold", cb.FailureThreshold)
+	if cb.OpenFor <= 0 {
+		k.err(q+".open_for", "must be greater than 0")
+	}
+}
+
+func (k *checker) threshold(path string, n int) {
+	if n < 1 || n > maxThreshold {
+		k.err(path, "must be between 1 and %d, got %d", maxThreshold, n)
+	}
+}
+
+// healthPathProblem accepts an absolute path, optionally with a query.
+func healthPathProblem(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//"):
+		return "must be an absolute path such as /health"
+	case strings.ContainsFunc(s, isSpaceOrControl):
+		return "must not contain whitespace or control characters"
+	case strings.Contains(s, "#"):
+		return "must not have a fragment"
+	}
+	return ""
 }
 
 // backendURLProblem accepts an absolute http(s) URL with a host; a base

@@ -15,13 +15,20 @@ import (
 func validBase() *Config {
 	c := Default()
 	c.Admin.Token = "s3cret"
-	c.Backends = []Backend{{Name: "frontend", Type: BackendTypeOpenAI, URL: "http://frontend:8000", Role: RoleUnified, Enabled: ptr(true)}}
+	c.Backends = []Backend{backend("frontend", "http://frontend:8000")}
 	c.DisaggregatedServing.Enabled = true
 	c.Dynamo.Enabled = true
 	c.Dynamo.Discovery.Etcd.Endpoints = []string{"http://10.0.0.5:2379"}
 	c.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.0/8"}
 	c.Dynamo.Shim.Backends = []string{"frontend"}
 	return c
+}
+
+// backend is a defaulted backends[] entry, as Parse would build it.
+func backend(name, url string) Backend {
+	b := DefaultBackend()
+	b.Name, b.URL = name, url
+	return b
 }
 
 // podsBase switches validBase to the kubernetes_pods source.
@@ -34,7 +41,7 @@ func podsBase(c *Config) {
 
 // twoNamespaces watches prod and canary with one pool each.
 func twoNamespaces(c *Config) {
-	c.Backends = append(c.Backends, Backend{Name: "frontend-2", Type: BackendTypeOpenAI, URL: "http://frontend-2:8000", Role: RoleUnified, Enabled: ptr(true)})
+	c.Backends = append(c.Backends, backend("frontend-2", "http://frontend-2:8000"))
 	c.Dynamo.Discovery.Etcd.Namespaces = []string{"prod", "canary"}
 	c.Dynamo.Shim.Backends = nil
 	c.Dynamo.Shim.Pools = []ShimPool{{Namespace: "prod", Backends: []string{"frontend"}}, {Namespace: "canary", Backends: []string{"frontend-2"}}}

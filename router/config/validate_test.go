@@ -321,7 +321,7 @@ func TestValidateShim(t *testing.T) {
 			c.Dynamo.Shim.Backends = nil
 			for i := range n {
 				name := "f" + strconv.Itoa(i)
-				c.Backends = append(c.Backends, Backend{Name: name, Type: BackendTypeOpenAI, URL: "http://f:1", Role: RoleUnified, Enabled: ptr(true)})
+				c.Backends = append(c.Backends, backend(name, "http://f:1"))
 				c.Dynamo.Shim.Backends = append(c.Dynamo.Shim.Backends, name)
 			}
 		}
@@ -332,8 +332,8 @@ func TestValidateShim(t *testing.T) {
 		{"unknown backend", func(c *Config) { c.Dynamo.Shim.Backends = []string{"nope"} }, wantErr, p + ".backends[0]", "backends[].name"},
 		{"empty name", func(c *Config) { c.Dynamo.Shim.Backends = []string{""} }, wantErr, p + ".backends[0]", "empty"},
 		{"duplicate", func(c *Config) { c.Dynamo.Shim.Backends = []string{"frontend", "frontend"} }, wantErr, p + ".backends[1]", "duplicate"},
-		{"internal replica", add(Backend{Name: "i", Type: BackendTypeOpenAI, URL: "http://i:1", Role: RoleUnified, Internal: true, Enabled: ptr(true)}), wantWarn, p + ".backends[1]", "internal: true"},
-		{"disabled replica", add(Backend{Name: "d", Type: BackendTypeOpenAI, URL: "http://d:1", Role: RoleUnified, Enabled: ptr(false)}), wantWarn, p + ".backends[1]", "enabled: false"},
+		{"internal replica", add(with(backend("i", "http://i:1"), func(b *Backend) { b.Internal = true })), wantWarn, p + ".backends[1]", "internal: true"},
+		{"disabled replica", add(with(backend("d", "http://d:1"), func(b *Backend) { b.Enabled = ptr(false) })), wantWarn, p + ".backends[1]", "enabled: false"},
 		{"listed while dynamo disabled", func(c *Config) { c.Dynamo.Enabled = false }, wantWarn, p, "dynamo.enabled is false"},
 		{"listed while disaggregation disabled", func(c *Config) { c.DisaggregatedServing.Enabled = false }, wantWarn, p, "disaggregated_serving.enabled is false"},
 		{"listed while both enabled", nil, wantOK, p, "is false"},
@@ -453,9 +453,8 @@ func TestValidateInactiveFeatures(t *testing.T) {
 		{"direct load transport is active", nil, wantOK, "dynamo.load.transport", "not active yet"},
 		{"broker load transport", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker }, wantWarn, "dynamo.load.transport", "not active yet"},
 		{"broker while disabled", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker; c.Dynamo.Enabled = false }, wantOK, "dynamo.load.transport", "not active yet"},
-		{"shim", nil, wantWarn, "dynamo.shim", "not active yet"},
-		{"backends", nil, wantWarn, "backends", "not active yet"},
-		{"no backends", func(c *Config) { c.Backends, c.Dynamo.Shim = nil, Shim{} }, wantOK, "backends", "not active yet"},
+		{"shim is active", nil, wantOK, "dynamo.shim", "not active yet"},
+		{"backends are active", nil, wantOK, "backends", "not active yet"},
 		{"kv", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantWarn, "dynamo.kv.enabled", "not active yet"},
 		{"kv off", nil, wantOK, "dynamo.kv.enabled", "not active yet"},
 		{"event bus", busOn, wantWarn, "dynamo.event_bus.enabled", "not active yet"},

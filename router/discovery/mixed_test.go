@@ -22,7 +22,9 @@ func TestMixedRolesWarnOncePerPairAndAreBounded(t *testing.T) {
 				map[string]any{"display_name": "m", "worker_type": workerType}), t0),
 		}
 	}
-	warnings := func() int { return strings.Count(logs.String(), "mixed roles") + strings.Count(logs.String(), "beside prefill/decode") }
+	warnings := func() int {
+		return strings.Count(logs.String(), "mixed roles") + strings.Count(logs.String(), "beside prefill/decode")
+	}
 
 	f.Apply(worker("ns", "decode", 1, "decode"))
 	require.Zero(t, warnings())

@@ -24,6 +24,8 @@ type Set struct {
 	Registry  *prometheus.Registry
 	Discovery Discovery
 	Load      Load
+	Gateway   *Gateway
+	Selection Selection
 }
 
 // New builds and registers every collector, with each closed label value
@@ -58,7 +60,11 @@ func New() *Set {
 	reg.MustRegister(d.Events, d.Connected, d.Generation, d.Workers)
 	l := newLoad()
 	reg.MustRegister(l.Events)
-	return &Set{Registry: reg, Discovery: d, Load: l}
+	g := newGateway()
+	reg.MustRegister(g.collectors()...)
+	sel := newSelection()
+	reg.MustRegister(sel.Total)
+	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel}
 }
 
 // CountDiscovery increments one discovery event kind. Kinds outside the

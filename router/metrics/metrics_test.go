@@ -44,3 +44,16 @@ switchyard_dynamo_workers{role="unknown"} 0
 		t.Fatalf("generation = %v", got)
 	}
 }
+
+func TestSelectionCountsAreClosed(t *testing.T) {
+	s := New()
+	s.Selection.Count("decode", "load")
+	s.Selection.Count("decode", "made-up")
+	s.Selection.Count("router", "load")
+	if got := testutil.ToFloat64(s.Selection.Total.WithLabelValues("decode", "load")); got != 1 {
+		t.Fatalf("decode/load = %v", got)
+	}
+	if n := testutil.CollectAndCount(s.Selection.Total); n != 12 {
+		t.Fatalf("%d series, want 2 roles x 6 reasons", n)
+	}
+}

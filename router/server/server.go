@@ -1,7 +1,7 @@
 // Package server assembles a live Switchyard process from a configuration:
 // the optional embedded etcd, the discovery supervisor, metrics, the admin
-// API and the HTTP listener. The serve and demo commands and the end-to-end
-// tests all build the process through it.
+// API, the OpenAI-compatible gateway and the HTTP listener. The serve and
+// demo commands and the end-to-end tests all build the process through it.
 package server
 
 import (
@@ -29,8 +29,10 @@ import (
 	"switchyard/router/discovery/supervisor"
 	"switchyard/router/eventplane"
 	"switchyard/router/eventplane/zmtp"
+	"switchyard/router/gateway"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
+	"switchyard/router/picker"
 )
 
 // Server is one running router process.
@@ -46,6 +48,8 @@ type Server struct {
 	followDone chan struct{}
 	etcd       *embedded.Embedded
 	etcdTmpDir string
+	picker     *picker.Holder
+	gateway    *gateway.Gateway
 	http       *http.Server
 	listener   net.Listener
 	closeOnce  sync.Once
@@ -74,6 +78,11 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.discovery.Apply(s.effective(cfg))
+	s.picker = picker.NewHolder(picker.NewLoadBased(s.loads, s.metrics.Selection.Count))
+	s.gateway = gateway.New(cfg, gateway.Options{
+		Registry: s.discovery.Registry(), Picker: s.picker, Metrics: s.metrics.Gateway,
+		Log: log.With("component", "gateway"), Clock: clock.Real{},
+	})
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
 	if err != nil {
@@ -81,7 +90,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("listen on server.bind_address %s: %w", cfg.Server.BindAddress, err)
 	}
 	s.listener = ln
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = newHTTPServer(gateway.StripDynamoHeaders(s.routes()), cfg.Gateway)
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "error", err)
@@ -168,6 +177,21 @@ func (s *Server) startEmbeddedEtcd(cfg *config.Config) error {
 	return nil
 }
 
+// newHTTPServer bounds what a slow or idle client can hold. Headers and
+// bodies have read deadlines (net/http lifts the read deadline once a body
+// is read, so streams are not cut by it). There is no server-wide write
+// timeout: it would cut long streams; the gateway bounds each write
+// instead. The read timeout applies from the next restart.
+func newHTTPServer(h http.Handler, g config.Gateway) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       g.ReadTimeout.Std(),
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+	}
+}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -176,6 +200,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs}, s.maskedConfig)))
+	mux.Handle("/v1/", s.gateway.Handler())
 	return mux
 }
 
@@ -217,8 +242,12 @@ func (s *Server) Reload(cfg *config.Config) error {
 		c.Dynamo.Discovery.Etcd.Embedded = old.Dynamo.Discovery.Etcd.Embedded
 		cfg = c
 	}
+	if cfg.Gateway.ReadTimeout != old.Gateway.ReadTimeout {
+		s.log.Warn("gateway.read_timeout changes take effect after a restart")
+	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
+	s.gateway.Reload(cfg)
 	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
@@ -250,13 +279,22 @@ func (s *Server) EtcdEndpoint() string {
 	return s.etcd.Endpoint()
 }
 
-// Close stops serving, then discovery, then the embedded etcd.
+// Close stops serving, then discovery, then the embedded etcd. Requests
+// in flight, streams included, get gateway.shutdown_grace to finish; the
+// connections still open after it are closed, which cancels their
+// upstream requests.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		if s.http != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = s.http.Shutdown(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Load().Gateway.ShutdownGrace.Std())
+			if err := s.http.Shutdown(ctx); err != nil {
+				s.log.Warn("shutdown grace expired; closing the remaining connections", "error", err)
+				_ = s.http.Close()
+			}
 			cancel()
+		}
+		if s.gateway != nil {
+			s.gateway.Close()
 		}
 		if s.discovery != nil {
 			s.discovery.Stop()

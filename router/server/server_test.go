@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +232,147 @@ func TestLoadSignalsEndToEnd(t *testing.T) {
 		_, m := get(t, base+"/metrics", "")
 		return strings.Contains(string(m), `switchyard_dynamo_load_subscriptions{state="connected",transport="direct"} 0`)
 	})
+}
+
+// streamingUpstream is an OpenAI-wire backend whose chat streams send one
+// event per tick for the given number of ticks (forever when n < 0).
+func streamingUpstream(t *testing.T, n int, tick time.Duration) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; n < 0 || i < n; i++ {
+			if _, err := fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%d \"}}]}\n\n", i); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(tick):
+			}
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func gatewayConfig(upstream string) *config.Config {
+	c := config.Default()
+	c.Server.BindAddress = "127.0.0.1:0"
+	c.Admin.Token = "tok"
+	b := config.DefaultBackend()
+	b.Name, b.URL, b.Models = "vllm", upstream, []string{"m"}
+	c.Backends = []config.Backend{b}
+	c.APIKeys = []config.APIKey{{Key: "client-key-0123456789"}}
+	return c
+}
+
+func chat(t *testing.T, base string, stream bool) *http.Response {
+	body := fmt.Sprintf(`{"model":"m","stream":%t,"messages":[{"role":"user","content":"hi"}]}`, stream)
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer client-key-0123456789")
+	req.Header.Set("X-Dynamo-Worker-Instance-Id", "1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+// The gateway is mounted on the server's listener, with its metrics on
+// /metrics and its keys masked in the config readback.
+func TestServerServesTheGateway(t *testing.T) {
+	up := streamingUpstream(t, 3, time.Millisecond)
+	srv, err := New(gatewayConfig(up.URL), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer srv.Close()
+	base := "http://" + srv.Addr()
+
+	resp := chat(t, base, true)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, string(b))
+	require.Contains(t, string(b), "data: [DONE]")
+	for k := range resp.Header {
+		require.False(t, strings.HasPrefix(strings.ToLower(k), "x-dynamo-"), k)
+	}
+
+	code, _ := get(t, base+"/v1/models", "wrong")
+	require.Equal(t, 401, code)
+	code, body := get(t, base+"/v1/models", "client-key-0123456789")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"object":"list","data":[{"id":"m","object":"model","created":0,"owned_by":"switchyard"}]}`, string(body))
+
+	_, m := get(t, base+"/metrics", "")
+	for _, want := range []string{
+		`switchyard_http_requests_total{code="200",route="chat_completions"} 1`,
+		`switchyard_http_requests_total{code="401",route="models"} 1`,
+		`switchyard_backend_requests_total{backend="vllm",result="ok"} 1`,
+		`switchyard_backend_healthy{backend="vllm"} 1`,
+		`switchyard_disaggregated_requests_total{routing_path="unified"} 1`,
+		`switchyard_disaggregated_errors_total{phase="orchestration"} 0`,
+		`switchyard_http_request_duration_seconds_count{route="chat_completions"} 1`,
+		`switchyard_dynamo_selection_total{reason="load",role="decode"} 0`,
+	} {
+		require.Contains(t, string(m), want)
+	}
+
+	_, cfg := get(t, base+"/admin/config", "tok")
+	require.NotContains(t, string(cfg), "client-key-0123456789")
+	require.Contains(t, string(cfg), `"api_keys"`)
+
+	// A reload swaps the keys at once.
+	next := gatewayConfig(up.URL)
+	next.APIKeys[0].Key = "rotated-key-0123456789"
+	require.NoError(t, srv.Reload(next))
+	code, _ = get(t, base+"/v1/models", "client-key-0123456789")
+	require.Equal(t, 401, code)
+	code, _ = get(t, base+"/v1/models", "rotated-key-0123456789")
+	require.Equal(t, 200, code)
+}
+
+// Close drains a stream in flight within gateway.shutdown_grace.
+func TestCloseDrainsStreams(t *testing.T) {
+	up := streamingUpstream(t, 8, 50*time.Millisecond)
+	srv, err := New(gatewayConfig(up.URL), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	resp := chat(t, "http://"+srv.Addr(), true)
+	require.Equal(t, 200, resp.StatusCode)
+
+	closed := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(closed)
+	}()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(b), "7 ", "every event arrived")
+	require.Contains(t, string(b), "data: [DONE]")
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after the stream ended")
+	}
+}
+
+// A stream still running when the grace runs out is cut, and Close returns.
+func TestCloseCutsStreamsAfterGrace(t *testing.T) {
+	up := streamingUpstream(t, -1, 20*time.Millisecond)
+	cfg := gatewayConfig(up.URL)
+	cfg.Gateway.ShutdownGrace = config.Duration(200 * time.Millisecond)
+	srv, err := New(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	resp := chat(t, "http://"+srv.Addr(), true)
+	require.Equal(t, 200, resp.StatusCode)
+	defer resp.Body.Close()
+
+	start := time.Now()
+	srv.Close()
+	require.Less(t, time.Since(start), 5*time.Second)
+	_, err = io.ReadAll(resp.Body)
+	require.Error(t, err, "the stream was cut, not finished")
 }

@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"switchyard/router/metrics"
+	"switchyard/router/picker"
+)
+
+// outcome is how an attempt to reach a backend ended.
+type outcome int
+
+const (
+	answered      outcome = iota // an HTTP response arrived
+	connectFailed                // no response: dial or transport error
+	timedOut                     // the backend's timeout expired first
+	canceled                     // the client left or the request deadline passed
+	unavailable                  // every candidate's breaker refused
+)
+
+func (o outcome) String() string {
+	switch o {
+	case connectFailed:
+		return "connection failed"
+	case timedOut:
+		return "timed out"
+	case canceled:
+		return "canceled"
+	case unavailable:
+		return "no replica available"
+	}
+	return "answered"
+}
+
+// errBackendTimeout is the cause an attempt's context ends with when its
+// backend's timeout fires.
+var errBackendTimeout = errors.New("backend timeout")
+
+// attempt is one upstream request.
+type attempt struct {
+	b      *backend
+	trial  bool // the breaker's half-open trial
+	resp   *http.Response
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	// idle > 0 makes the timeout a gap limit: progress restarts it.
+	idle    time.Duration
+	settled bool
+}
+
+func (a *attempt) progress() {
+	if a.idle > 0 {
+		a.timer.Reset(a.idle)
+	}
+}
+
+// try walks the candidates. A connection failure moves on to the next
+// one within gateway.retries; an answer, a timeout or a cancellation ends
+// the walk, since the request may have reached the backend.
+func (x *exchange) try(cands []*backend, sel *picker.Selection) (*attempt, outcome) {
+	budget := 1 + max(x.st.cfg.Gateway.Retries, 0)
+	last := unavailable
+	for _, b := range cands {
+		if budget == 0 {
+			break
+		}
+		trial, ok := b.rt.breaker.allow(x.g.clock.Now())
+		if !ok {
+			continue
+		}
+		budget--
+		a, o := x.send(b, sel, trial)
+		if o == answered {
+			return a, o
+		}
+		if o != connectFailed {
+			return nil, o
+		}
+		last = o
+		x.g.log.Debug("backend connection failed", "backend", b.name, "retries_left", budget)
+	}
+	return nil, last
+}
+
+// send makes one upstream request, with the pins when sel is set.
+func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt, outcome) {
+	ctx, cancel := context.WithCancelCause(x.ctx)
+	a := &attempt{b: b, trial: trial, ctx: ctx, cancel: cancel}
+	if x.in.stream {
+		a.idle = b.timeout()
+	}
+	a.timer = time.AfterFunc(b.timeout(), func() { cancel(errBackendTimeout) })
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+x.path, bytes.NewReader(x.in.body))
+	if err != nil {
+		x.settle(a, metrics.ResultConnectError, failure)
+		return nil, connectFailed
+	}
+	req.URL.RawQuery = x.r.URL.RawQuery
+	h := outboundHeaders(x.r.Header)
+	// The last strip, right before the only pins allowed are written.
+	stripDynamo(h)
+	if sel != nil {
+		setPins(h, sel)
+	}
+	h.Set("Content-Type", "application/json")
+	if x.in.stream {
+		h.Set("Accept", "text/event-stream")
+	}
+	req.Header = h
+
+	resp, err := x.g.transport.RoundTrip(req)
+	if err != nil {
+		o := x.failed(a)
+		switch o {
+		case canceled:
+			x.settle(a, metrics.ResultCanceled, neutral)
+		case timedOut:
+			x.settle(a, metrics.ResultTimeout, failure)
+		default:
+			x.settle(a, metrics.ResultConnectError, failure)
+		}
+		return nil, o
+	}
+	a.resp = resp
+	a.progress()
+	return a, answered
+}
+
+// failed classifies why an attempt got no (or only part of an) answer.
+func (x *exchange) failed(a *attempt) outcome {
+	switch {
+	case x.ctx.Err() != nil:
+		return canceled
+	case errors.Is(context.Cause(a.ctx), errBackendTimeout):
+		return timedOut
+	}
+	return connectFailed
+}
+
+// settle ends an attempt once: it counts the result, gives the breaker
+// its verdict and releases the connection and timer.
+func (x *exchange) settle(a *attempt, result string, v verdict) {
+	if a.settled {
+		return
+	}
+	a.settled = true
+	x.g.metrics.CountBackend(a.b.name, result)
+	a.b.rt.breaker.done(a.trial, v, x.g.clock.Now())
+	a.timer.Stop()
+	if a.resp != nil {
+		_ = a.resp.Body.Close()
+	}
+	a.cancel(nil)
+}
+
+// statusResult is the metrics result of an HTTP answer.
+func statusResult(code int) string {
+	switch {
+	case code >= 500:
+		return metrics.ResultServerError
+	case code >= 400:
+		return metrics.ResultClientError
+	}
+	return metrics.ResultOK
+}
+
+// verdictFor is what an answer says about the backend: a 5xx is its
+// failure, anything else shows it working.
+func verdictFor(code int) verdict {
+	if code >= 500 {
+		return failure
+	}
+	return success
+}

@@ -1,0 +1,214 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"switchyard/router/config"
+)
+
+// backend is one configured upstream as the current configuration sees
+// it; rt carries what survives reloads.
+type backend struct {
+	name string
+	cfg  config.Backend
+	// base is the URL without a trailing slash; request paths append to it.
+	base string
+	// shim: listed in a dynamo.shim pool, so never a fallback target.
+	shim bool
+	rt   *runtime
+}
+
+// usable reports whether a request with key may be sent to b now.
+func (b *backend) usable(k *apiKey, now time.Time) bool {
+	return b.cfg.IsEnabled() && b.rt.healthy.Load() && b.rt.breaker.ready(now) && k.allows(b.name)
+}
+
+func (b *backend) timeout() time.Duration {
+	return orDefault(b.cfg.Timeout.Std(), config.DefaultBackendTimeout)
+}
+
+// rotation spreads requests over interchangeable backends round-robin.
+type rotation struct {
+	members []*backend
+	next    atomic.Uint64
+}
+
+// candidates lists the members usable now, starting at the next turn, so
+// retries walk on to the following members.
+func (r *rotation) candidates(k *apiKey, now time.Time) []*backend {
+	n := len(r.members)
+	if n == 0 {
+		return nil
+	}
+	start := int((r.next.Add(1) - 1) % uint64(n))
+	out := make([]*backend, 0, n)
+	for i := range n {
+		if b := r.members[(start+i)%n]; b.usable(k, now) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// anyUsable reports whether some member is usable, without taking a turn.
+func (r *rotation) anyUsable(k *apiKey, now time.Time) bool {
+	return slices.ContainsFunc(r.members, func(b *backend) bool { return b.usable(k, now) })
+}
+
+// allowsAny reports whether the key may use some member at all.
+func (r *rotation) allowsAny(k *apiKey) bool {
+	return slices.ContainsFunc(r.members, func(b *backend) bool { return k.allows(b.name) })
+}
+
+// pool is the shim replicas of one Dynamo namespace.
+type pool struct {
+	namespace string
+	rotation
+}
+
+// state is everything one configuration says about routing. Requests
+// load it once and keep it, so a reload never changes a request midway.
+type state struct {
+	cfg      *config.Config
+	backends []*backend
+	pools    []*pool
+	poolByNS map[string]*pool
+	// unified maps a client model id to the backends that list it (role
+	// unified, not internal, enabled); fallback is the same without shim
+	// replicas.
+	unified  map[string]*rotation
+	fallback map[string]*rotation
+	// modelMap is dynamo.shim.model_map; reverse maps a Dynamo display
+	// name back to the client ids that map to it, for /v1/models.
+	modelMap map[string]string
+	reverse  map[string][]string
+	keys     []apiKey
+	// pinning: Dynamo and disaggregated serving are on and a pool exists.
+	pinning bool
+}
+
+// buildState resolves cfg against the runtimes of the previous state.
+// It returns the runtimes it no longer uses, for the caller to close.
+func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state, []*runtime) {
+	st := &state{
+		cfg:      cfg,
+		poolByNS: map[string]*pool{},
+		unified:  map[string]*rotation{},
+		fallback: map[string]*rotation{},
+		modelMap: cfg.Dynamo.Shim.ModelMap,
+		reverse:  map[string][]string{},
+		keys:     newAPIKeys(cfg.APIKeys),
+	}
+	byName := map[string]*backend{}
+	kept := map[*runtime]bool{}
+	for _, bc := range cfg.Backends {
+		b := &backend{name: bc.Name, cfg: bc, base: strings.TrimRight(bc.URL, "/")}
+		if rt := old[bc.Name]; rt != nil && rt.fits(b.name, b.base, bc) {
+			b.rt = rt
+		} else {
+			b.rt = p.newRuntime(b.name, b.base, bc)
+		}
+		kept[b.rt] = true
+		st.backends = append(st.backends, b)
+		byName[b.name] = b
+	}
+
+	for _, sp := range shimPools(cfg) {
+		pl := &pool{namespace: sp.Namespace}
+		for _, name := range sp.Backends {
+			if b := byName[name]; b != nil {
+				b.shim = true
+				pl.members = append(pl.members, b)
+			}
+		}
+		if len(pl.members) > 0 && st.poolByNS[pl.namespace] == nil {
+			st.pools = append(st.pools, pl)
+			st.poolByNS[pl.namespace] = pl
+		}
+	}
+	st.pinning = cfg.Dynamo.Enabled && cfg.DisaggregatedServing.Enabled && len(st.pools) > 0
+
+	for _, b := range st.backends {
+		if !b.cfg.IsEnabled() || b.cfg.Internal || b.cfg.Role != config.RoleUnified {
+			continue
+		}
+		for _, m := range b.cfg.Models {
+			addMember(st.unified, m, b)
+			if !b.shim {
+				addMember(st.fallback, m, b)
+			}
+		}
+	}
+	for client, display := range st.modelMap {
+		st.reverse[display] = append(st.reverse[display], client)
+	}
+	for _, ids := range st.reverse {
+		slices.Sort(ids)
+	}
+
+	var stale []*runtime
+	for _, rt := range old {
+		if !kept[rt] {
+			stale = append(stale, rt)
+		}
+	}
+	return st, stale
+}
+
+func addMember(m map[string]*rotation, model string, b *backend) {
+	r := m[model]
+	if r == nil {
+		r = &rotation{}
+		m[model] = r
+	}
+	if !slices.Contains(r.members, b) {
+		r.members = append(r.members, b)
+	}
+}
+
+// shimPools normalizes the two spellings: shim.backends is the single
+// pool of the one watched namespace.
+func shimPools(cfg *config.Config) []config.ShimPool {
+	s := cfg.Dynamo.Shim
+	if len(s.Pools) > 0 {
+		return s.Pools
+	}
+	ns := cfg.Dynamo.Discovery.Namespaces()
+	if len(s.Backends) == 0 || len(ns) == 0 {
+		return nil
+	}
+	return []config.ShimPool{{Namespace: ns[0], Backends: s.Backends}}
+}
+
+// runtimes indexes a state's runtimes by backend name.
+func (st *state) runtimes() map[string]*runtime {
+	out := make(map[string]*runtime, len(st.backends))
+	for _, b := range st.backends {
+		out[b.name] = b.rt
+	}
+	return out
+}
+
+// dynamoModel is the name workers are matched on: the model_map entry for
+// the client's id, or the id itself.
+func (st *state) dynamoModel(client string) string {
+	if m, ok := st.modelMap[client]; ok {
+		return m
+	}
+	return client
+}
+
+// usableNamespaces lists, in configuration order, the namespaces whose
+// pool has a replica the request could use now: the picker's candidates.
+func (st *state) usableNamespaces(k *apiKey, now time.Time) []string {
+	var out []string
+	for _, p := range st.pools {
+		if p.anyUsable(k, now) {
+			out = append(out, p.namespace)
+		}
+	}
+	return out
+}

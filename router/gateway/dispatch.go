@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"switchyard/router/metrics"
+	"switchyard/router/picker"
+)
+
+// exchange is one client inference request on its way through the
+// gateway. It holds the configuration state it started with.
+type exchange struct {
+	g   *Gateway
+	st  *state
+	w   http.ResponseWriter
+	r   *http.Request
+	ctx context.Context // the client's context under gateway.request_timeout
+	key *apiKey
+	in  *inbound
+	// path is the upstream path (the route's own).
+	path     string
+	disclose bool
+	now      time.Time
+	counted  bool
+}
+
+// serve routes the request: pinned through a shim when the picker finds
+// workers for the model in a namespace with a usable replica, unified
+// otherwise.
+func (x *exchange) serve() {
+	st := x.st
+	if st.pinning && x.g.picker != nil {
+		if ns := st.usableNamespaces(x.key, x.now); len(ns) > 0 {
+			p := x.g.picker.Get()
+			req := picker.Request{
+				ID: x.g.ids.Add(1), Model: st.dynamoModel(x.in.model), Namespaces: ns,
+				PromptTokens: x.in.promptTokens, Now: x.now,
+			}
+			if sel, ok := p.Pick(req, x.g.snapshot()); ok {
+				x.servePinned(p, req, sel)
+				return
+			}
+		}
+	}
+	x.serveUnified(false)
+}
+
+// countPath counts the request's routing path, once.
+func (x *exchange) countPath(path string) {
+	if !x.counted {
+		x.counted = true
+		x.g.metrics.CountRoutingPath(path)
+	}
+}
+
+// servePinned sends the request to the chosen namespace's shim pool with
+// the picker's pins. The pins are fixed for the request: a connection
+// failure moves to another replica with the same pins, and no failure
+// re-runs the picker. Every outcome but success tells the picker the
+// request ended unserved.
+func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.Selection) {
+	path := metrics.PathAggregated
+	if sel.HasPrefill {
+		path = metrics.PathDisaggregated
+	}
+	pl := x.st.poolByNS[sel.Namespace]
+	if pl == nil || !slices.Contains(req.Namespaces, sel.Namespace) {
+		// The picker answered a namespace it was not offered (a bug in
+		// it); nothing was sent, so the request may still go unified.
+		p.Ended(req, sel)
+		x.g.log.Error("picker chose a namespace it was not offered", "namespace", sel.Namespace)
+		x.serveUnified(false)
+		return
+	}
+	a, o := x.try(pl.candidates(x.key, x.g.clock.Now()), &sel)
+	switch o {
+	case canceled:
+		p.Ended(req, sel)
+		x.countPath(path)
+		x.writeCanceled()
+		return
+	case connectFailed, timedOut, unavailable:
+		p.Ended(req, sel)
+		x.decodeFailure(path, "the Dynamo frontend could not be reached: "+o.String())
+		return
+	}
+
+	status := a.resp.StatusCode
+	if status/100 == 2 {
+		x.discloseServer(a.b, &sel)
+		if result := x.relay(a, nil); result != metrics.ResultOK {
+			p.Ended(req, sel)
+		}
+		x.countPath(path)
+		return
+	}
+	peek := peekBody(a)
+	switch {
+	case isDirectModeRefusal(peek):
+		// The frontend wants a prefill pin this selection lacks. Another
+		// pair would be refused the same way, so none is tried.
+		x.settle(a, statusResult(status), neutral)
+		p.Ended(req, sel)
+		x.g.metrics.CountDisaggError(metrics.PhaseOrchestration)
+		x.countPath(path)
+		x.discloseServer(a.b, &sel)
+		writeError(x.w, http.StatusServiceUnavailable, codePrefillDecodeUnavailable,
+			"the Dynamo frontend refused the request: it requires a prefill worker pin in direct routing mode, and no prefill/decode pair is available for this model")
+		return
+	case x.in.stream && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout:
+		// A streaming request's client error is the client's to see, as sent.
+		x.discloseServer(a.b, &sel)
+		x.relay(a, peek)
+		p.Ended(req, sel)
+		x.countPath(path)
+		return
+	}
+	x.settle(a, statusResult(status), verdictFor(status))
+	p.Ended(req, sel)
+	x.decodeFailure(path, "the Dynamo frontend answered HTTP "+strconv.Itoa(status)+" "+http.StatusText(status))
+}
+
+// decodeFailure handles a failed pinned request: a unified fallback when
+// configured (sent without pins), else a 502.
+func (x *exchange) decodeFailure(path, msg string) {
+	x.g.metrics.CountDisaggError(metrics.PhaseDecode)
+	if x.st.cfg.DisaggregatedServing.FallbackToUnified {
+		x.serveUnified(true)
+		return
+	}
+	x.countPath(path)
+	writeError(x.w, http.StatusBadGateway, codeDecodeFailed, msg)
+}
+
+// serveUnified sends the request to a backend listing the model, round
+// robin; as a fallback, only to backends outside the shim pools.
+func (x *exchange) serveUnified(fallback bool) {
+	rots, path := x.st.unified, metrics.PathUnified
+	if fallback {
+		rots, path = x.st.fallback, metrics.PathFallback
+	}
+	rot := rots[x.in.model]
+	if rot == nil || !rot.allowsAny(x.key) {
+		switch {
+		case fallback:
+			x.countPath(path)
+			writeError(x.w, http.StatusBadGateway, codeDecodeFailed,
+				"the Dynamo frontend failed and no unified backend serves model "+quote(x.in.model)+" to fall back to")
+		case x.dynamoServes(x.in.model):
+			writeError(x.w, http.StatusServiceUnavailable, codeNoBackend,
+				"no usable Dynamo frontend replica for model "+quote(x.in.model))
+		default:
+			writeError(x.w, http.StatusNotFound, codeModelNotFound,
+				"the model "+quote(x.in.model)+" does not exist or you do not have access to it")
+		}
+		return
+	}
+	x.countPath(path)
+	a, o := x.try(rot.candidates(x.key, x.g.clock.Now()), nil)
+	switch o {
+	case canceled:
+		x.writeCanceled()
+		return
+	case unavailable:
+		writeError(x.w, http.StatusServiceUnavailable, codeNoBackend, "no healthy backend for model "+quote(x.in.model))
+		return
+	case connectFailed:
+		writeError(x.w, http.StatusBadGateway, codeUpstreamDown, "no backend for model "+quote(x.in.model)+" could be reached")
+		return
+	case timedOut:
+		writeError(x.w, http.StatusGatewayTimeout, codeUpstreamTimeout, "the backend did not answer in time")
+		return
+	}
+	x.discloseServer(a.b, nil)
+	x.relay(a, nil)
+}
+
+// writeCanceled answers a request whose context ended: nothing when the
+// client left, a 504 when gateway.request_timeout passed.
+func (x *exchange) writeCanceled() {
+	if x.r.Context().Err() != nil {
+		return
+	}
+	writeError(x.w, http.StatusGatewayTimeout, codeRequestTimeout, "the request exceeded the gateway's time limit (gateway.request_timeout)")
+}
+
+func (x *exchange) discloseServer(b *backend, sel *picker.Selection) {
+	if x.disclose {
+		disclose(x.w.Header(), b.name, sel)
+	}
+}
+
+// dynamoServes reports whether a routable worker in a pool the key may
+// use serves the model: a model that exists but cannot be reached now is
+// a 503, not a 404.
+func (x *exchange) dynamoServes(model string) bool {
+	if !x.st.pinning {
+		return false
+	}
+	want := x.st.dynamoModel(model)
+	for _, w := range x.g.snapshot().Workers {
+		if w.Model == want && routable(w) {
+			if pl := x.st.poolByNS[w.Namespace]; pl != nil && pl.allowsAny(x.key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// quote renders a client-supplied name for an error message: escaped,
+// and cut short so a huge model field does not come back whole.
+func quote(s string) string {
+	const limit = 256
+	if len(s) > limit {
+		s = s[:limit] + "..."
+	}
+	return strconv.Quote(s)
+}

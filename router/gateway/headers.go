@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"switchyard/router/picker"
+)
+
+// Pin headers of Dynamo's direct routing mode. Ids are decimal: the
+// frontend treats any other spelling as absent.
+const (
+	hdrWorkerID      = "X-Dynamo-Worker-Instance-Id"
+	hdrPrefillID     = "X-Dynamo-Prefill-Instance-Id"
+	hdrDPRank        = "X-Dynamo-Dp-Rank"
+	hdrPrefillDPRank = "X-Dynamo-Prefill-Dp-Rank"
+)
+
+// Disclosure: a client that sends X-Backend (even blank) learns which
+// backend and workers served it; nobody else does.
+const (
+	hdrXBackend          = "X-Backend"
+	hdrDiscloseBackend   = "X-Switchyard-Backend"
+	hdrDiscloseWorkerID  = "X-Switchyard-Worker-Instance-Id"
+	hdrDisclosePrefillID = "X-Switchyard-Prefill-Instance-Id"
+	ownHeaderPrefix      = "x-switchyard-"
+	dynamoHeaderPrefix   = "x-dynamo-"
+)
+
+// pinAliases are the older spellings the Dynamo frontend still honours as
+// worker pins (dynamo-wire §8.1). They do not start with x-dynamo-, so they
+// are listed, or a client could pin workers through them.
+var pinAliases = map[string]bool{
+	"X-Worker-Instance-Id":  true,
+	"X-Prefill-Instance-Id": true,
+	"X-Dp-Rank":             true,
+	"X-Data-Parallel-Rank":  true,
+	"X-Prefill-Dp-Rank":     true,
+}
+
+// isDynamoHeader reports whether a header name can steer Dynamo's routing.
+// Names are compared without regard to case: the server canonicalizes
+// only well-formed names, and HTTP names are case-insensitive anyway.
+func isDynamoHeader(name string) bool {
+	if len(name) >= len(dynamoHeaderPrefix) && strings.EqualFold(name[:len(dynamoHeaderPrefix)], dynamoHeaderPrefix) {
+		return true
+	}
+	return pinAliases[textproto.CanonicalMIMEHeaderKey(name)]
+}
+
+// stripDynamo deletes every Dynamo routing header from h.
+func stripDynamo(h http.Header) {
+	for k := range h {
+		if isDynamoHeader(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// StripDynamoHeaders is the global middleware: no client-supplied Dynamo
+// routing header gets past it, whatever route the request takes. The
+// ingress and the dispatcher strip again, so a route mounted without this
+// middleware is still safe.
+func StripDynamoHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stripDynamo(r.Header)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hopByHop are per-connection headers a proxy must not forward.
+var hopByHop = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopByHop deletes hop-by-hop headers, including those the
+// Connection header names.
+func removeHopByHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+}
+
+// notForwarded are client headers that stay at the gateway: the client's
+// credential for the router, cookies, framing the transport recomputes,
+// compression (the gateway relays bytes as they come) and the disclosure
+// request.
+var notForwarded = []string{"Authorization", "Cookie", "Host", "Content-Length", "Accept-Encoding", "Expect", hdrXBackend}
+
+// outboundHeaders builds an upstream request's headers from the client's.
+func outboundHeaders(client http.Header) http.Header {
+	h := client.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	removeHopByHop(h)
+	for _, k := range notForwarded {
+		h.Del(k)
+	}
+	stripDynamo(h)
+	return h
+}
+
+// setPins writes the picker's choice: decimal instance ids, and a rank
+// header whenever the card declares data_parallel_size (rank 0 included).
+func setPins(h http.Header, sel *picker.Selection) {
+	h.Set(hdrWorkerID, strconv.FormatUint(sel.Decode.WorkerID, 10))
+	if sel.Decode.DPDeclared {
+		h.Set(hdrDPRank, strconv.FormatUint(uint64(sel.Decode.DPRank), 10))
+	}
+	if sel.HasPrefill {
+		h.Set(hdrPrefillID, strconv.FormatUint(sel.Prefill.WorkerID, 10))
+		if sel.Prefill.DPDeclared {
+			h.Set(hdrPrefillDPRank, strconv.FormatUint(uint64(sel.Prefill.DPRank), 10))
+		}
+	}
+}
+
+// copyResponseHeaders relays an upstream response's headers, minus
+// hop-by-hop ones, any Dynamo header (never echoed to clients) and any
+// x-switchyard-* header (only the gateway may disclose).
+func copyResponseHeaders(dst, src http.Header) {
+	h := src.Clone()
+	removeHopByHop(h)
+	for k, v := range h {
+		if isDynamoHeader(k) || hasPrefixFold(k, ownHeaderPrefix) {
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// wantsDisclosure reports whether the client sent X-Backend, blank or not.
+func wantsDisclosure(h http.Header) bool {
+	_, ok := h[hdrXBackend]
+	return ok
+}
+
+// disclose sets the disclosure headers for the backend (and workers) now
+// serving the request, replacing any from an earlier attempt.
+func disclose(h http.Header, backend string, sel *picker.Selection) {
+	h.Del(hdrDiscloseWorkerID)
+	h.Del(hdrDisclosePrefillID)
+	h.Set(hdrDiscloseBackend, backend)
+	if sel == nil {
+		return
+	}
+	h.Set(hdrDiscloseWorkerID, strconv.FormatUint(sel.Decode.WorkerID, 10))
+	if sel.HasPrefill {
+		h.Set(hdrDisclosePrefillID, strconv.FormatUint(sel.Prefill.WorkerID, 10))
+	}
+}

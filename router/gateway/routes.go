@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"switchyard/router/config"
+	"switchyard/router/metrics"
+)
+
+// Upstream paths; a backend's base URL is prepended.
+const (
+	pathChat       = "/v1/chat/completions"
+	pathCompletion = "/v1/completions"
+	pathModels     = "/v1/models"
+)
+
+// Handler serves the OpenAI-compatible routes and answers any other /v1
+// path with an OpenAI-shaped 404. Mount it at "/v1/".
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(pathChat, g.instrument(metrics.RouteChatCompletions, http.MethodPost, g.inference(kindChat, pathChat)))
+	mux.Handle(pathCompletion, g.instrument(metrics.RouteCompletions, http.MethodPost, g.inference(kindCompletion, pathCompletion)))
+	mux.Handle(pathModels, g.instrument(metrics.RouteModels, http.MethodGet, http.HandlerFunc(g.models)))
+	mux.Handle("/v1/", g.instrument(metrics.RouteOther, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, codeNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+	})))
+	return StripDynamoHeaders(mux)
+}
+
+// instrument counts and times a route, and refuses other methods with an
+// OpenAI-shaped 405 (ServeMux's own would be plain text).
+func (g *Gateway) instrument(route, method string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.inflight.Add(1)
+		defer g.inflight.Done()
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		defer func() { g.metrics.ObserveRequest(route, rec.status(r), time.Since(start)) }()
+		if method != "" && r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(rec, http.StatusMethodNotAllowed, codeMethodNotAllowed, "use "+method+" for "+r.URL.Path)
+			return
+		}
+		h.ServeHTTP(rec, r)
+	})
+}
+
+// inference is the chat and text completion ingress.
+func (g *Gateway) inference(k kind, path string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Stripped again here, so this route is safe even if mounted
+		// without the global middleware.
+		stripDynamo(r.Header)
+		st := g.st.Load()
+		key, ok := st.authenticate(r)
+		if !ok {
+			writeUnauthorized(w)
+			return
+		}
+		gw := st.cfg.Gateway
+		body, p := readBody(w, r, orDefaultInt(gw.MaxBodyBytes, config.DefaultMaxBodyBytes))
+		if p != nil {
+			p.write(w)
+			return
+		}
+		in, p := parseInbound(body, k, g.est)
+		if p != nil {
+			p.write(w)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), orDefault(gw.RequestTimeout.Std(), config.DefaultRequestTimeout))
+		defer cancel()
+		x := &exchange{
+			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, path: path,
+			disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
+		}
+		x.serve()
+	})
+}
+
+func orDefaultInt(v, def int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// recorder remembers the status written, for the request metrics. Unwrap
+// lets http.ResponseController reach the connection (flush, deadlines).
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// status is the code to count: 499 (nginx's "client closed request") when
+// the client left before an answer was written.
+func (r *recorder) status(req *http.Request) int {
+	switch {
+	case r.code != 0:
+		return r.code
+	case req.Context().Err() != nil:
+		return 499
+	}
+	return http.StatusOK
+}

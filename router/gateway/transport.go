@@ -1,0 +1,38 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// newTransport is the upstream HTTP/1.1 client transport. Inference
+// traffic is many concurrent long requests to a few hosts, so idle
+// connections are kept per host well beyond net/http's default of 2;
+// otherwise every burst would open (and then close) fresh connections.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		// Backends are addressed directly; an environment proxy meant for
+		// outbound internet traffic must not capture in-cluster calls.
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 128,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		// Response heads are small; a backend sending megabytes of headers
+		// is broken or hostile.
+		MaxResponseHeaderBytes: 64 << 10,
+		// Bytes are relayed as they arrive: no transparent gzip, which
+		// would also drop Content-Length and buffer SSE.
+		DisableCompression: true,
+		// A custom dialer leaves HTTP/2 off unless forced; frontends speak
+		// HTTP/1.1, and one TCP connection per stream isolates slow streams.
+		ForceAttemptHTTP2: false,
+		ReadBufferSize:    32 << 10,
+		WriteBufferSize:   32 << 10,
+	}
+}

@@ -1,0 +1,215 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Routes of the OpenAI-compatible ingress (the route label). Anything else
+// is counted as RouteOther, so a scanner probing paths adds no series.
+const (
+	RouteChatCompletions = "chat_completions"
+	RouteCompletions     = "completions"
+	RouteModels          = "models"
+	RouteOther           = "other"
+)
+
+// Routes lists every route label value.
+var Routes = []string{RouteChatCompletions, RouteCompletions, RouteModels, RouteOther}
+
+// statusCodes are the HTTP codes counted as themselves; any other code is
+// counted as its class ("2xx", "4xx", ...), so a backend answering odd
+// codes cannot grow the series count.
+var statusCodes = map[int]bool{
+	200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 408: true, 413: true,
+	415: true, 422: true, 429: true, 499: true, 500: true, 502: true, 503: true, 504: true,
+}
+
+// StatusLabel is the code label for an HTTP status.
+func StatusLabel(code int) string {
+	if statusCodes[code] {
+		return strconv.Itoa(code)
+	}
+	if code >= 100 && code < 600 {
+		return strconv.Itoa(code/100) + "xx"
+	}
+	return "other"
+}
+
+// Results of one upstream attempt (the result label).
+const (
+	ResultOK           = "ok"            // 2xx, fully relayed
+	ResultClientError  = "client_error"  // 4xx
+	ResultServerError  = "server_error"  // 5xx
+	ResultConnectError = "connect_error" // no response: dial or transport failure
+	ResultTimeout      = "timeout"       // the backend's timeout expired
+	ResultCanceled     = "canceled"      // the client left or the request deadline passed
+	ResultStreamError  = "stream_error"  // a stream broke after its head was relayed
+)
+
+// BackendResults lists every result label value.
+var BackendResults = []string{ResultOK, ResultClientError, ResultServerError, ResultConnectError, ResultTimeout, ResultCanceled, ResultStreamError}
+
+// Phases of a disaggregated request that can fail (the phase label).
+const (
+	PhaseOrchestration = "orchestration"
+	PhaseDecode        = "decode"
+)
+
+// Phases lists every phase label value.
+var Phases = []string{PhaseOrchestration, PhaseDecode}
+
+// Routing paths (the routing_path label): pinned to a prefill and a decode
+// worker, pinned to one worker, plain unified routing, or unified routing
+// after a pinned attempt failed.
+const (
+	PathDisaggregated = "disaggregated"
+	PathAggregated    = "aggregated"
+	PathUnified       = "unified"
+	PathFallback      = "fallback"
+)
+
+// RoutingPaths lists every routing_path label value.
+var RoutingPaths = []string{PathDisaggregated, PathAggregated, PathUnified, PathFallback}
+
+// Gateway are the HTTP ingress collectors. The backend label only ever
+// holds configured backend names: SetBackends installs the set, and counts
+// for any other name are dropped.
+type Gateway struct {
+	Requests       *prometheus.CounterVec
+	Duration       *prometheus.HistogramVec
+	Backend        *prometheus.CounterVec
+	Healthy        *prometheus.GaugeVec
+	DisaggErrors   *prometheus.CounterVec
+	DisaggRequests *prometheus.CounterVec
+
+	mu    sync.RWMutex
+	known map[string]bool
+}
+
+// latencyBuckets span a cached short answer to a long generation.
+var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+func newGateway() *Gateway {
+	g := &Gateway{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_http_requests_total",
+			Help: "Client requests to the OpenAI-compatible ingress by route and status code.",
+		}, []string{"route", "code"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchyard_http_request_duration_seconds",
+			Help:    "Client request duration by route, streams until their last event.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		Backend: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_backend_requests_total",
+			Help: "Upstream attempts by configured backend and result.",
+		}, []string{"backend", "result"}),
+		Healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_backend_healthy",
+			Help: "1 while the backend's active health check passes (or is disabled).",
+		}, []string{"backend"}),
+		DisaggErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_disaggregated_errors_total",
+			Help: "Failed pinned (shim) requests by phase: orchestration (direct-mode refusal) or decode.",
+		}, []string{"phase"}),
+		DisaggRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_disaggregated_requests_total",
+			Help: "Routed inference requests by routing path, once per request.",
+		}, []string{"routing_path"}),
+		known: map[string]bool{},
+	}
+	for _, r := range Routes {
+		g.Duration.WithLabelValues(r)
+	}
+	for _, p := range Phases {
+		g.DisaggErrors.WithLabelValues(p)
+	}
+	for _, p := range RoutingPaths {
+		g.DisaggRequests.WithLabelValues(p)
+	}
+	return g
+}
+
+func (g *Gateway) collectors() []prometheus.Collector {
+	return []prometheus.Collector{g.Requests, g.Duration, g.Backend, g.Healthy, g.DisaggErrors, g.DisaggRequests}
+}
+
+// ObserveRequest counts one finished client request.
+func (g *Gateway) ObserveRequest(route string, code int, d time.Duration) {
+	route = closed(route, Routes, RouteOther)
+	g.Requests.WithLabelValues(route, StatusLabel(code)).Inc()
+	g.Duration.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// SetBackends installs the configured backend names: new ones get their
+// series at zero (healthy until a probe says otherwise), removed ones lose
+// theirs.
+func (g *Gateway) SetBackends(names []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next := make(map[string]bool, len(names))
+	for _, n := range names {
+		next[n] = true
+		if !g.known[n] {
+			for _, r := range BackendResults {
+				g.Backend.WithLabelValues(n, r)
+			}
+			g.Healthy.WithLabelValues(n).Set(1)
+		}
+	}
+	for n := range g.known {
+		if !next[n] {
+			g.Backend.DeletePartialMatch(prometheus.Labels{"backend": n})
+			g.Healthy.DeleteLabelValues(n)
+		}
+	}
+	g.known = next
+}
+
+// CountBackend counts one upstream attempt.
+func (g *Gateway) CountBackend(backend, result string) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.known[backend] {
+		g.Backend.WithLabelValues(backend, closed(result, BackendResults, ResultConnectError)).Inc()
+	}
+}
+
+// SetHealthy exports a backend's health state.
+func (g *Gateway) SetHealthy(backend string, healthy bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if !g.known[backend] {
+		return
+	}
+	v := 0.0
+	if healthy {
+		v = 1
+	}
+	g.Healthy.WithLabelValues(backend).Set(v)
+}
+
+// CountDisaggError counts a failed pinned request.
+func (g *Gateway) CountDisaggError(phase string) {
+	g.DisaggErrors.WithLabelValues(closed(phase, Phases, PhaseDecode)).Inc()
+}
+
+// CountRoutingPath counts one routed request.
+func (g *Gateway) CountRoutingPath(path string) {
+	g.DisaggRequests.WithLabelValues(closed(path, RoutingPaths, PathUnified)).Inc()
+}
+
+// closed returns v when it is in the set, else fallback; it guards label
+// sets against a programming error creating a series.
+func closed(v string, set []string, fallback string) string {
+	for _, s := range set {
+		if s == v {
+			return v
+		}
+	}
+	return fallback
+}
