@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,6 +202,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
+	// Profiles for operators, behind the admin token like the admin API.
+	mux.Handle("/debug/pprof/", s.auth.Wrap(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/profile", s.auth.Wrap(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/trace", s.auth.Wrap(http.HandlerFunc(pprof.Trace)))
 	return mux
 }
 
