@@ -104,7 +104,11 @@ func TestServerWithEmbeddedEtcd(t *testing.T) {
 		TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
 	}, 2)
 	require.NoError(t, err)
-	eventually(t, "the worker", func() bool { return len(workers(t, base, "first")) == 1 })
+	// Endpoint and card are separate puts: wait for the card to have joined.
+	eventually(t, "the worker with its card", func() bool {
+		ws := workers(t, base, "first")
+		return len(ws) == 1 && ws[0]["model"] == "m"
+	})
 	w := workers(t, base, "first")[0]
 	require.Equal(t, "prefill", w["role"])
 	require.Equal(t, float64(64), w["capacity"].(map[string]any)["total_kv_blocks"])
