@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 	"time"
 
 	"switchyard/router/config"
@@ -71,12 +72,18 @@ func (e errClientWrite) Error() string { return "writing to the client: " + e.er
 // gateway.write_timeout so a client that stops reading is dropped.
 func (x *exchange) copyBody(body io.Reader) error {
 	dw := &deadlineWriter{w: x.w, rc: http.NewResponseController(x.w), d: x.writeTimeout()}
-	_, err := io.Copy(dw, body)
+	// io.Copy would allocate 32 KiB per response here (neither side offers
+	// ReadFrom/WriteTo); a pooled buffer makes that garbage disappear.
+	buf := copyBuffers.Get().(*[]byte)
+	_, err := io.CopyBuffer(dw, body, *buf)
+	copyBuffers.Put(buf)
 	if dw.err != nil {
 		return errClientWrite{dw.err}
 	}
 	return err
 }
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // brokenResult classifies a relay cut short after the head was sent.
 func (x *exchange) brokenResult(a *attempt, err error) (string, verdict) {
