@@ -3,6 +3,7 @@ module switchyard
 go 1.26.0
 
 require (
+	github.com/anthropics/anthropic-sdk-go v1.19.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/openai/openai-go/v3 v3.98.0

@@ -20,6 +20,7 @@ const (
 	timedOut                     // the backend's timeout expired first
 	canceled                     // the client left or the request deadline passed
 	unavailable                  // every candidate's breaker refused
+	unsendable                   // the request cannot be put to this backend (x.unsent says why)
 )
 
 func (o outcome) String() string {
@@ -32,6 +33,8 @@ func (o outcome) String() string {
 		return "canceled"
 	case unavailable:
 		return "no replica available"
+	case unsendable:
+		return "not sendable"
 	}
 	return "answered"
 }
@@ -61,8 +64,10 @@ func (a *attempt) progress() {
 
 // try walks the candidates. A connection failure moves on to the next
 // one within gateway.retries; an answer, a timeout or a cancellation ends
-// the walk, since the request may have reached the backend.
-func (x *exchange) try(cands []*backend, sel *picker.Selection) (*attempt, outcome) {
+// the walk, since the request may have reached the backend. A pinned
+// walk (pn set) sends pn's pins; when pn.fresh, every send after the
+// first carries pins chosen anew.
+func (x *exchange) try(cands []*backend, pn *pinning) (*attempt, outcome) {
 	budget := 1 + max(x.st.cfg.Gateway.Retries, 0)
 	last := unavailable
 	for _, b := range cands {
@@ -72,6 +77,15 @@ func (x *exchange) try(cands []*backend, sel *picker.Selection) (*attempt, outco
 		trial, ok := b.rt.breaker.allow(x.g.clock.Now())
 		if !ok {
 			continue
+		}
+		var sel *picker.Selection
+		if pn != nil {
+			if last == connectFailed && pn.fresh && !x.repin(pn) {
+				// No worker to pin now: the walk ends on its last failure.
+				b.rt.breaker.done(trial, neutral, x.g.clock.Now())
+				break
+			}
+			sel = &pn.sel
 		}
 		budget--
 		a, o := x.send(b, sel, trial)
@@ -89,6 +103,15 @@ func (x *exchange) try(cands []*backend, sel *picker.Selection) (*attempt, outco
 
 // send makes one upstream request, with the pins when sel is set.
 func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt, outcome) {
+	path, body := x.path, x.in.body
+	if x.conv != nil {
+		var p *problem
+		if path, body, p = x.conv.outbound(b); p != nil {
+			b.rt.breaker.done(trial, neutral, x.g.clock.Now())
+			x.unsent = p
+			return nil, unsendable
+		}
+	}
 	ctx, cancel := context.WithCancelCause(x.ctx)
 	a := &attempt{b: b, trial: trial, ctx: ctx, cancel: cancel}
 	if x.in.stream {
@@ -96,7 +119,7 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	}
 	a.timer = time.AfterFunc(b.timeout(), func() { cancel(errBackendTimeout) })
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+x.path, bytes.NewReader(x.in.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
 	if err != nil {
 		x.settle(a, metrics.ResultConnectError, failure)
 		return nil, connectFailed

@@ -26,6 +26,11 @@ type exchange struct {
 	disclose bool
 	now      time.Time
 	counted  bool
+	// conv, set by the Anthropic and Responses ingresses, supplies each
+	// send's body and speaks the client's dialect; nil is OpenAI as is.
+	conv converter
+	// unsent is why the last send was unsendable (a client error).
+	unsent *problem
 }
 
 // serve routes the request: pinned through a shim when the picker finds
@@ -57,43 +62,89 @@ func (x *exchange) countPath(path string) {
 	}
 }
 
-// servePinned sends the request to the chosen namespace's shim pool with
-// the picker's pins. The pins are fixed for the request: a connection
-// failure moves to another replica with the same pins, and no failure
-// re-runs the picker. Every outcome but success tells the picker the
-// request ended unserved.
-func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.Selection) {
-	path := metrics.PathAggregated
-	if sel.HasPrefill {
-		path = metrics.PathDisaggregated
+// pinning is a pinned request's current selection and the picker that
+// made it.
+type pinning struct {
+	p   picker.Picker
+	req picker.Request
+	sel picker.Selection
+	// fresh: every send gets pins chosen anew (the converting ingresses);
+	// otherwise the pins are fixed for the request.
+	fresh bool
+	// open: sel has not been reported to the picker as ended.
+	open bool
+}
+
+// end tells the picker the current selection ended unserved, once.
+func (pn *pinning) end() {
+	if pn.open {
+		pn.open = false
+		pn.p.Ended(pn.req, pn.sel)
 	}
+}
+
+// repin ends the current selection and asks the picker again, as a new
+// dispatch narrowed to the same namespace (the pool being walked).
+func (x *exchange) repin(pn *pinning) bool {
+	pn.end()
+	req := pn.req
+	req.ID, req.Namespaces, req.Now = x.g.ids.Add(1), []string{pn.sel.Namespace}, x.g.clock.Now()
+	sel, ok := pn.p.Pick(req, x.g.snapshot())
+	if ok && sel.Namespace != pn.sel.Namespace {
+		pn.p.Ended(req, sel) // not offered: a bug in the picker
+		ok = false
+	}
+	if !ok {
+		return false
+	}
+	pn.req, pn.sel, pn.open = req, sel, true
+	return true
+}
+
+// servePinned sends the request to the chosen namespace's shim pool with
+// the picker's pins. For the OpenAI ingress the pins are fixed for the
+// request: a connection failure moves to another replica with the same
+// pins, and no failure re-runs the picker. The converting ingresses pick
+// afresh for each send instead. Every outcome but success tells the
+// picker the request ended unserved.
+func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.Selection) {
+	pn := &pinning{p: p, req: req, sel: sel, fresh: x.conv != nil, open: true}
 	pl := x.st.poolByNS[sel.Namespace]
 	if pl == nil || !slices.Contains(req.Namespaces, sel.Namespace) {
 		// The picker answered a namespace it was not offered (a bug in
 		// it); nothing was sent, so the request may still go unified.
-		p.Ended(req, sel)
+		pn.end()
 		x.g.log.Error("picker chose a namespace it was not offered", "namespace", sel.Namespace)
 		x.serveUnified(false)
 		return
 	}
-	a, o := x.try(pl.candidates(x.key, x.g.clock.Now()), &sel)
+	a, o := x.try(pl.candidates(x.key, x.g.clock.Now()), pn)
+	// The pins of the last send decide the path.
+	path := metrics.PathAggregated
+	if pn.sel.HasPrefill {
+		path = metrics.PathDisaggregated
+	}
 	switch o {
 	case canceled:
-		p.Ended(req, sel)
+		pn.end()
 		x.countPath(path)
 		x.writeCanceled()
 		return
+	case unsendable:
+		pn.end()
+		x.unsent.writeAs(x)
+		return
 	case connectFailed, timedOut, unavailable:
-		p.Ended(req, sel)
+		pn.end()
 		x.decodeFailure(path, "the Dynamo frontend could not be reached: "+o.String())
 		return
 	}
 
 	status := a.resp.StatusCode
 	if status/100 == 2 {
-		x.discloseServer(a.b, &sel)
-		if result := x.relay(a, nil); result != metrics.ResultOK {
-			p.Ended(req, sel)
+		x.discloseServer(a.b, &pn.sel)
+		if result := x.deliver(a, nil); result != metrics.ResultOK {
+			pn.end()
 		}
 		x.countPath(path)
 		return
@@ -104,23 +155,23 @@ func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.S
 		// The frontend wants a prefill pin this selection lacks. Another
 		// pair would be refused the same way, so none is tried.
 		x.settle(a, statusResult(status), neutral)
-		p.Ended(req, sel)
+		pn.end()
 		x.g.metrics.CountDisaggError(metrics.PhaseOrchestration)
 		x.countPath(path)
-		x.discloseServer(a.b, &sel)
-		writeError(x.w, http.StatusServiceUnavailable, codePrefillDecodeUnavailable,
+		x.discloseServer(a.b, &pn.sel)
+		x.fail(http.StatusServiceUnavailable, codePrefillDecodeUnavailable,
 			"the Dynamo frontend refused the request: it requires a prefill worker pin in direct routing mode, and no prefill/decode pair is available for this model")
 		return
 	case x.in.stream && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout:
 		// A streaming request's client error is the client's to see, as sent.
-		x.discloseServer(a.b, &sel)
-		x.relay(a, peek)
-		p.Ended(req, sel)
+		x.discloseServer(a.b, &pn.sel)
+		x.deliver(a, peek)
+		pn.end()
 		x.countPath(path)
 		return
 	}
 	x.settle(a, statusResult(status), verdictFor(status))
-	p.Ended(req, sel)
+	pn.end()
 	x.decodeFailure(path, "the Dynamo frontend answered HTTP "+strconv.Itoa(status)+" "+http.StatusText(status))
 }
 
@@ -133,7 +184,7 @@ func (x *exchange) decodeFailure(path, msg string) {
 		return
 	}
 	x.countPath(path)
-	writeError(x.w, http.StatusBadGateway, codeDecodeFailed, msg)
+	x.fail(http.StatusBadGateway, codeDecodeFailed, msg)
 }
 
 // serveUnified sends the request to a backend listing the model, round
@@ -148,13 +199,13 @@ func (x *exchange) serveUnified(fallback bool) {
 		switch {
 		case fallback:
 			x.countPath(path)
-			writeError(x.w, http.StatusBadGateway, codeDecodeFailed,
+			x.fail(http.StatusBadGateway, codeDecodeFailed,
 				"the Dynamo frontend failed and no unified backend serves model "+quote(x.in.model)+" to fall back to")
 		case x.dynamoServes(x.in.model):
-			writeError(x.w, http.StatusServiceUnavailable, codeNoBackend,
+			x.fail(http.StatusServiceUnavailable, codeNoBackend,
 				"no usable Dynamo frontend replica for model "+quote(x.in.model))
 		default:
-			writeError(x.w, http.StatusNotFound, codeModelNotFound,
+			x.fail(http.StatusNotFound, codeModelNotFound,
 				"the model "+quote(x.in.model)+" does not exist or you do not have access to it")
 		}
 		return
@@ -165,18 +216,21 @@ func (x *exchange) serveUnified(fallback bool) {
 	case canceled:
 		x.writeCanceled()
 		return
+	case unsendable:
+		x.unsent.writeAs(x)
+		return
 	case unavailable:
-		writeError(x.w, http.StatusServiceUnavailable, codeNoBackend, "no healthy backend for model "+quote(x.in.model))
+		x.fail(http.StatusServiceUnavailable, codeNoBackend, "no healthy backend for model "+quote(x.in.model))
 		return
 	case connectFailed:
-		writeError(x.w, http.StatusBadGateway, codeUpstreamDown, "no backend for model "+quote(x.in.model)+" could be reached")
+		x.fail(http.StatusBadGateway, codeUpstreamDown, "no backend for model "+quote(x.in.model)+" could be reached")
 		return
 	case timedOut:
-		writeError(x.w, http.StatusGatewayTimeout, codeUpstreamTimeout, "the backend did not answer in time")
+		x.fail(http.StatusGatewayTimeout, codeUpstreamTimeout, "the backend did not answer in time")
 		return
 	}
 	x.discloseServer(a.b, nil)
-	x.relay(a, nil)
+	x.deliver(a, nil)
 }
 
 // writeCanceled answers a request whose context ended: nothing when the
@@ -185,7 +239,7 @@ func (x *exchange) writeCanceled() {
 	if x.r.Context().Err() != nil {
 		return
 	}
-	writeError(x.w, http.StatusGatewayTimeout, codeRequestTimeout, "the request exceeded the gateway's time limit (gateway.request_timeout)")
+	x.fail(http.StatusGatewayTimeout, codeRequestTimeout, "the request exceeded the gateway's time limit (gateway.request_timeout)")
 }
 
 func (x *exchange) discloseServer(b *backend, sel *picker.Selection) {

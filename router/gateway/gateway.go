@@ -1,5 +1,7 @@
-// Package gateway is Switchyard's OpenAI-compatible HTTP ingress. It
-// authenticates clients, routes each chat or text completion either
+// Package gateway is Switchyard's HTTP ingress: OpenAI chat and text
+// completions, Anthropic Messages and OpenAI Responses (converted to chat
+// completions, or passed through). It authenticates clients, routes each
+// request either
 // through a Dynamo direct-mode frontend (a "shim") with the picker's
 // worker pins in x-dynamo-* headers, or to a unified backend that lists
 // the model, and relays buffered and streaming (SSE) answers.

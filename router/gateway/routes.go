@@ -16,13 +16,21 @@ const (
 	pathModels     = "/v1/models"
 )
 
-// Handler serves the OpenAI-compatible routes and answers any other /v1
-// path with an OpenAI-shaped 404. Mount it at "/v1/".
+// Handler serves the OpenAI-compatible routes, the Anthropic Messages
+// ingress and the Responses ingress, and answers any other /v1 (or
+// /anthropic) path with a 404 in the API's shape. Mount it at "/v1/"
+// and "/anthropic/".
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(pathChat, g.instrument(metrics.RouteChatCompletions, http.MethodPost, g.inference(kindChat, pathChat)))
 	mux.Handle(pathCompletion, g.instrument(metrics.RouteCompletions, http.MethodPost, g.inference(kindCompletion, pathCompletion)))
 	mux.Handle(pathModels, g.instrument(metrics.RouteModels, http.MethodGet, http.HandlerFunc(g.models)))
+	// The Anthropic routes check their method themselves, to refuse in
+	// Anthropic's error shape.
+	mux.Handle(pathMessages, g.instrument(metrics.RouteMessages, "", g.messages()))
+	mux.Handle(pathAnthropicMessages, g.instrument(metrics.RouteMessages, "", g.messages()))
+	mux.Handle(anthropicPrefix, g.instrument(metrics.RouteOther, "", http.HandlerFunc(anthropicNotFound)))
+	mux.Handle(pathResponses, g.instrument(metrics.RouteResponses, http.MethodPost, g.responses()))
 	mux.Handle("/v1/", g.instrument(metrics.RouteOther, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})))

@@ -14,25 +14,42 @@ import (
 // is passed on as is; events are normally a few KiB.
 const maxHeldEvent = 1 << 20
 
-// relayStream relays a server-sent event stream event by event: each
-// complete event is written and flushed at once, so tokens reach the
-// client as they are generated, and a broken upstream never leaves half
-// an event behind the error event the gateway appends. Every event
-// restarts the backend's idle timeout; each write is bounded by
-// gateway.write_timeout, and a client that leaves ends the relay (and,
-// through the context, the upstream request).
+// sendFunc writes bytes to the client and flushes them.
+type sendFunc func([]byte) error
+
+// streamSink is what a relayed event stream is handed to: the OpenAI
+// ingress passes events through as they are, a converting ingress
+// rewrites them into its own dialect.
+type streamSink interface {
+	// event takes one complete event, its closing blank line included.
+	// part marks a fragment instead: the held bytes of an event longer
+	// than maxHeldEvent, or an unfinished event at the end of the stream.
+	event(send sendFunc, ev []byte, part bool) error
+	// end is told the upstream stream ended cleanly.
+	end(send sendFunc) error
+	// broken ends a stream cut off after its head with an error event.
+	broken(send sendFunc, status int, code, msg string)
+}
+
+// errStreamFailed is what a sink returns when the upstream's events, not
+// the connection, ended the stream badly (an error event, or no end): it
+// has told the client and the attempt counts as a broken stream.
+var errStreamFailed = errors.New("the upstream stream failed")
+
+// relayStream relays a server-sent event stream as it came.
 func (x *exchange) relayStream(a *attempt, body io.Reader) (string, verdict) {
-	rc := http.NewResponseController(x.w)
-	dw := &deadlineWriter{w: x.w, rc: rc, d: x.writeTimeout()}
-	send := func(p []byte) error {
-		if len(p) > 0 {
-			if _, err := dw.Write(p); err != nil {
-				return err
-			}
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(dw.d))
-		return rc.Flush()
-	}
+	return x.pumpStream(a, body, passthrough{})
+}
+
+// pumpStream reads a server-sent event stream event by event and hands
+// each complete event to the sink, which writes and flushes at once, so
+// tokens reach the client as they are generated, and a broken upstream
+// never leaves half an event behind the error event the sink appends.
+// Every event restarts the backend's idle timeout; each write is bounded
+// by gateway.write_timeout, and a client that leaves ends the pump (and,
+// through the context, the upstream request).
+func (x *exchange) pumpStream(a *attempt, body io.Reader, sink streamSink) (string, verdict) {
+	send := x.streamSender()
 	// The head goes out now: the client sees the stream open before the
 	// first token.
 	if err := send(nil); err != nil {
@@ -48,46 +65,86 @@ func (x *exchange) relayStream(a *attempt, body io.Reader) (string, verdict) {
 		}
 		switch {
 		case err == nil && isBlankLine(line):
-			if send(event) != nil {
-				return metrics.ResultCanceled, neutral
+			if err := sink.event(send, event, false); err != nil {
+				return sinkResult(err)
 			}
 			event = event[:0]
 		case errors.Is(err, bufio.ErrBufferFull):
 			if len(event) > maxHeldEvent {
-				if send(event) != nil {
-					return metrics.ResultCanceled, neutral
+				if err := sink.event(send, event, true); err != nil {
+					return sinkResult(err)
 				}
 				event = event[:0]
 			}
 		case errors.Is(err, io.EOF):
-			if send(event) != nil {
-				return metrics.ResultCanceled, neutral
+			if len(event) > 0 {
+				if err := sink.event(send, event, true); err != nil {
+					return sinkResult(err)
+				}
+			}
+			if err := sink.end(send); err != nil {
+				return sinkResult(err)
 			}
 			return metrics.ResultOK, success
 		case err != nil:
 			result, v := x.brokenResult(a, err)
-			x.streamError(send, result)
+			if status, code, msg, ok := x.streamFailure(result); ok {
+				sink.broken(send, status, code, msg)
+			}
 			return result, v
 		}
 	}
 }
 
-// streamError ends a broken stream with an OpenAI-style error event, so
-// clients report a failure instead of a silently short answer. The partial
-// event is dropped; nothing is written to a client that has left.
-func (x *exchange) streamError(send func([]byte) error, result string) {
-	var status int
-	var code, msg string
+// streamSender writes to the client and flushes at once, each write
+// bounded by gateway.write_timeout.
+func (x *exchange) streamSender() sendFunc {
+	rc := http.NewResponseController(x.w)
+	dw := &deadlineWriter{w: x.w, rc: rc, d: x.writeTimeout()}
+	return func(p []byte) error {
+		if len(p) > 0 {
+			if _, err := dw.Write(p); err != nil {
+				return err
+			}
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(dw.d))
+		return rc.Flush()
+	}
+}
+
+// sinkResult classifies a sink's error: its own verdict on the upstream,
+// or else a failed write to the client.
+func sinkResult(err error) (string, verdict) {
+	if errors.Is(err, errStreamFailed) {
+		return metrics.ResultStreamError, failure
+	}
+	return metrics.ResultCanceled, neutral
+}
+
+// streamFailure is the error a broken stream ends with, so clients report
+// a failure instead of a silently short answer; ok is false when the
+// client has left and nothing should be written.
+func (x *exchange) streamFailure(result string) (status int, code, msg string, ok bool) {
 	switch {
 	case result == metrics.ResultCanceled && x.r.Context().Err() != nil:
-		return
+		return 0, "", "", false
 	case result == metrics.ResultCanceled:
-		status, code, msg = http.StatusGatewayTimeout, codeRequestTimeout, "the request exceeded the gateway's time limit (gateway.request_timeout)"
+		return http.StatusGatewayTimeout, codeRequestTimeout, "the request exceeded the gateway's time limit (gateway.request_timeout)", true
 	case result == metrics.ResultTimeout:
-		status, code, msg = http.StatusGatewayTimeout, codeUpstreamTimeout, "the backend stopped sending events"
-	default:
-		status, code, msg = http.StatusBadGateway, codeStreamBroken, "the backend's stream broke off"
+		return http.StatusGatewayTimeout, codeUpstreamTimeout, "the backend stopped sending events", true
 	}
+	return http.StatusBadGateway, codeStreamBroken, "the backend's stream broke off", true
+}
+
+// passthrough relays events byte for byte and ends a broken stream with
+// an OpenAI-style error event. The partial event is dropped.
+type passthrough struct{}
+
+func (passthrough) event(send sendFunc, ev []byte, _ bool) error { return send(ev) }
+
+func (passthrough) end(sendFunc) error { return nil }
+
+func (passthrough) broken(send sendFunc, status int, code, msg string) {
 	ev := append([]byte("data: "), errorJSON(status, code, msg)...)
 	_ = send(append(ev, '\n', '\n'))
 }

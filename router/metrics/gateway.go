@@ -14,11 +14,13 @@ const (
 	RouteChatCompletions = "chat_completions"
 	RouteCompletions     = "completions"
 	RouteModels          = "models"
+	RouteMessages        = "messages"  // Anthropic Messages, either path
+	RouteResponses       = "responses" // OpenAI Responses
 	RouteOther           = "other"
 )
 
 // Routes lists every route label value.
-var Routes = []string{RouteChatCompletions, RouteCompletions, RouteModels, RouteOther}
+var Routes = []string{RouteChatCompletions, RouteCompletions, RouteModels, RouteMessages, RouteResponses, RouteOther}
 
 // statusCodes are the HTTP codes counted as themselves; any other code is
 // counted as its class ("2xx", "4xx", ...), so a backend answering odd

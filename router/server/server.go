@@ -202,6 +202,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
+	mux.Handle("/anthropic/", s.gateway.Handler())
 	// Profiles for operators, behind the admin token like the admin API.
 	mux.Handle("/debug/pprof/", s.auth.Wrap(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/profile", s.auth.Wrap(http.HandlerFunc(pprof.Profile)))

@@ -380,3 +380,18 @@ func TestCloseCutsStreamsAfterGrace(t *testing.T) {
 	_, err = io.ReadAll(resp.Body)
 	require.Error(t, err, "the stream was cut, not finished")
 }
+
+// Every ingress is mounted on the server, not only the OpenAI ones.
+func TestIngressesAreMounted(t *testing.T) {
+	srv, err := New(embeddedConfig("tok"), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer srv.Close()
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/messages", "/anthropic/v1/messages", "/v1/responses"} {
+		resp, err := http.Post("http://"+srv.Addr()+path, "application/json", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, b)
+		require.Contains(t, string(b), "model", "%s answers with its own validation error", path)
+	}
+}
