@@ -57,24 +57,49 @@ func canStall(dp *Dispatch) bool {
 
 func (r *rank) live() []Dispatch { return r.list[r.head:] }
 
+// rankKey is a rank within one namespace: integers only, so the lookups a
+// picker makes per candidate hash no string.
+type rankKey struct {
+	worker uint64
+	rank   uint32
+}
+
 type ranks struct {
-	byKey map[Key]*rank
+	// byNS holds every rank, by namespace first.
+	byNS map[string]map[rankKey]*rank
 	// samples counts ranks with a sample; total counts live dispatch records.
 	samples   int
 	total     int
 	lastSweep time.Time
 }
 
-func newRanks() ranks { return ranks{byKey: map[Key]*rank{}} }
+func newRanks() ranks { return ranks{byNS: map[string]map[rankKey]*rank{}} }
+
+func (d *ranks) lookup(k Key) *rank { return d.byNS[k.Namespace][rankKey{k.WorkerID, k.DPRank}] }
 
 // get returns rank k, creating it.
 func (d *ranks) get(k Key) *rank {
-	r := d.byKey[k]
+	ns := d.byNS[k.Namespace]
+	if ns == nil {
+		ns = map[rankKey]*rank{}
+		d.byNS[k.Namespace] = ns
+	}
+	rk := rankKey{k.WorkerID, k.DPRank}
+	r := ns[rk]
 	if r == nil {
 		r = &rank{}
-		d.byKey[k] = r
+		ns[rk] = r
 	}
 	return r
+}
+
+// each visits every rank; f may remove the rank it is given.
+func (d *ranks) each(f func(Key, *rank)) {
+	for ns, m := range d.byNS {
+		for rk, r := range m {
+			f(Key{ns, rk.worker, rk.rank}, r)
+		}
+	}
 }
 
 // answered clears a rank's dispatches: its sample now accounts for them.
@@ -110,7 +135,11 @@ func (d *ranks) remove(k Key, r *rank) {
 	if r.hasSample {
 		d.samples--
 	}
-	delete(d.byKey, k)
+	m := d.byNS[k.Namespace]
+	delete(m, rankKey{k.WorkerID, k.DPRank})
+	if len(m) == 0 {
+		delete(d.byNS, k.Namespace)
+	}
 }
 
 func (d *ranks) add(r *rank, dp Dispatch) {
@@ -140,9 +169,7 @@ func (s *Store) RecordDispatch(dp Dispatch) bool {
 	// second so a saturated store does not pay a full sweep per request.
 	if d.total >= MaxDispatches && dp.At.Sub(d.lastSweep) >= time.Second {
 		d.lastSweep = dp.At
-		for _, other := range d.byKey {
-			d.expire(other, cutoff)
-		}
+		d.each(func(_ Key, other *rank) { d.expire(other, cutoff) })
 	}
 	if d.total >= MaxDispatches || len(r.live()) >= MaxDispatchesPerRank {
 		return false
@@ -158,7 +185,7 @@ func (s *Store) EndDispatch(requestID uint64, keys ...Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		if r := s.ranks.byKey[k]; r != nil {
+		if r := s.ranks.lookup(k); r != nil {
 			l := r.live()
 			for i := range l {
 				if l[i].RequestID == requestID && !l[i].ended {

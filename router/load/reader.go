@@ -21,7 +21,7 @@ func (s *Store) Reader(now time.Time) Reader {
 }
 
 // Close releases the store.
-func (r Reader) Close() { r.s.mu.Unlock() }
+func (r *Reader) Close() { r.s.mu.Unlock() }
 
 // Score is everything a picker needs about one rank for one phase.
 type Score struct {
@@ -34,8 +34,25 @@ type Score struct {
 }
 
 // Score answers Status and Dispatched with one lookup.
-func (r Reader) Score(k Key, p Phase) Score {
-	rk := r.s.ranks.byKey[k]
+func (r *Reader) Score(k Key, p Phase) Score {
+	n := r.In(k.Namespace)
+	return n.Score(k.WorkerID, k.DPRank, p)
+}
+
+// Namespace scores the ranks of one namespace: a picker resolves it once
+// per namespace and then looks ranks up by integers alone.
+type Namespace struct {
+	r     *Reader
+	ranks map[rankKey]*rank
+}
+
+// In returns the namespace's view.
+func (r *Reader) In(namespace string) Namespace { return Namespace{r, r.s.ranks.byNS[namespace]} }
+
+// Score is Reader.Score for a rank of this namespace.
+func (n *Namespace) Score(worker uint64, dpRank uint32, p Phase) Score {
+	r := n.r
+	rk := n.ranks[rankKey{worker, dpRank}]
 	if rk == nil {
 		return Score{Status: Status{Kind: Quiet}}
 	}
@@ -45,15 +62,15 @@ func (r Reader) Score(k Key, p Phase) Score {
 }
 
 // Status classifies rank k for phase p (see StatusOf).
-func (r Reader) Status(k Key, p Phase) Status {
-	rk := r.s.ranks.byKey[k]
+func (r *Reader) Status(k Key, p Phase) Status {
+	rk := r.s.ranks.lookup(k)
 	if rk == nil {
 		return Status{Kind: Quiet}
 	}
 	return r.status(rk, p)
 }
 
-func (r Reader) status(rk *rank, p Phase) Status {
+func (r *Reader) status(rk *rank, p Phase) Status {
 	if !rk.hasSample {
 		return Status{Kind: Quiet}
 	}
@@ -74,15 +91,15 @@ func (r Reader) status(rk *rank, p Phase) Status {
 // since its last sample (over the last DispatchTTL), and whether the rank
 // may be stalled: a request of StallMinBlocks or more left unanswered for
 // StallAfter, not counting the decode half of a pair or ended requests.
-func (r Reader) Dispatched(k Key) (tokens, blocks uint64, stalled bool) {
-	rk := r.s.ranks.byKey[k]
+func (r *Reader) Dispatched(k Key) (tokens, blocks uint64, stalled bool) {
+	rk := r.s.ranks.lookup(k)
 	if rk == nil {
 		return 0, 0, false
 	}
 	return r.dispatched(rk)
 }
 
-func (r Reader) dispatched(d *rank) (tokens, blocks uint64, stalled bool) {
+func (r *Reader) dispatched(d *rank) (tokens, blocks uint64, stalled bool) {
 	r.s.ranks.expire(d, r.expireAt)
 	// Records are in arrival order: only the prefix old enough can stall.
 	for i := d.head; d.stallable > 0 && i < len(d.list) && !d.list[i].At.After(r.stallAt); i++ {

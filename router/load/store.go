@@ -116,11 +116,11 @@ func (s *Store) SetLive(snap *discovery.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live = live
-	for k, r := range s.ranks.byKey {
+	s.ranks.each(func(k Key, r *rank) {
 		if !s.admitted(k) {
 			s.ranks.remove(k, r)
 		}
-	}
+	})
 	for p := range s.streams {
 		if !pubs[p] {
 			delete(s.streams, p)
@@ -144,8 +144,8 @@ func (s *Store) Connected(ev events.LoadConnected) {
 }
 
 func (s *Store) dropPublisher(p publisher) {
-	for k, r := range s.ranks.byKey {
-		if r.hasSample && r.sample.PublisherID == p.id && k.Namespace == p.namespace {
+	for _, r := range s.ranks.byNS[p.namespace] {
+		if r.hasSample && r.sample.PublisherID == p.id {
 			r.hasSample = false
 			s.ranks.samples--
 		}
@@ -190,7 +190,7 @@ func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
 	if !s.admitted(k) {
 		return eventplane.IdentityMismatch
 	}
-	r := s.ranks.byKey[k]
+	r := s.ranks.lookup(k)
 	exists := r != nil && r.hasSample
 	// The same publisher's older sequence is a replay; a new publisher (a
 	// restarted worker process) replaces whatever was held.
@@ -216,7 +216,7 @@ func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
 func (s *Store) Latest(k Key) (Sample, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.ranks.byKey[k]; r != nil && r.hasSample {
+	if r := s.ranks.lookup(k); r != nil && r.hasSample {
 		return r.sample, true
 	}
 	return Sample{}, false
@@ -237,7 +237,7 @@ func (s *Store) FreshDefault(k Key, now time.Time) (Sample, bool) {
 }
 
 func (s *Store) fresh(k Key, maxAge time.Duration, now time.Time) (Sample, bool) {
-	r := s.ranks.byKey[k]
+	r := s.ranks.lookup(k)
 	if r == nil || !r.hasSample || now.Sub(r.sample.ReceivedAt) > maxAge {
 		return Sample{}, false
 	}
@@ -256,9 +256,9 @@ func (s *Store) Len() int {
 func (s *Store) Each(f func(Key, Sample)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, r := range s.ranks.byKey {
+	s.ranks.each(func(k Key, r *rank) {
 		if r.hasSample {
 			f(k, r.sample)
 		}
-	}
+	})
 }

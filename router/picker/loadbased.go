@@ -1,6 +1,7 @@
 package picker
 
 import (
+	"slices"
 	"sync"
 
 	"switchyard/router/discovery"
@@ -61,12 +62,12 @@ func (c *candidate) pin() Pin {
 func (p *LoadBased) Pick(req Request, snap *discovery.Snapshot) (Selection, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.pools.fill(req, snap)
+	p.pools.fillCached(req, snap)
 	if len(p.pools.decode) == 0 {
 		return Selection{}, false
 	}
 	r := p.store.Reader(req.Now)
-	sel, decodeKey, prefillKey, blocks := p.selectLocked(r, req)
+	sel, decodeKey, prefillKey, blocks := p.selectLocked(&r, req)
 	r.Close()
 	p.count("decode", sel.DecodeReason)
 	p.count("prefill", sel.PrefillReason)
@@ -87,7 +88,7 @@ func (p *LoadBased) Pick(req Request, snap *discovery.Snapshot) (Selection, bool
 // selectLocked chooses the decode rank across every eligible namespace,
 // then the prefill rank within the winner's namespace, beside a decode
 // worker only.
-func (p *LoadBased) selectLocked(r load.Reader, req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
+func (p *LoadBased) selectLocked(r *load.Reader, req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
 	cands := p.scratch[:0]
 	for _, w := range p.pools.decode {
 		cands = appendRanks(cands, w)
@@ -127,8 +128,12 @@ func (p *LoadBased) Ended(req Request, sel Selection) {
 
 // choose scores the candidates for a phase and returns the chosen index
 // and the reason.
-func (p *LoadBased) choose(r load.Reader, phase load.Phase, cands []candidate, req Request) (int, string) {
+func (p *LoadBased) choose(r *load.Reader, phase load.Phase, cands []candidate, req Request) (int, string) {
 	anyFresh, anyCapacity := false, false
+	// Candidates come grouped by namespace: resolve each namespace once,
+	// then look ranks up by integers alone.
+	var view load.Namespace
+	viewNS, haveView := "", false
 	for i := range cands {
 		c := &cands[i]
 		c.ok, c.fresh, c.stalled = false, false, false
@@ -137,7 +142,10 @@ func (p *LoadBased) choose(r load.Reader, phase load.Phase, cands []candidate, r
 			continue
 		}
 		anyCapacity = true
-		sc := r.Score(c.key(), phase)
+		if !haveView || c.w.Namespace != viewNS {
+			view, viewNS, haveView = r.In(c.w.Namespace), c.w.Namespace, true
+		}
+		sc := view.Score(c.w.InstanceID, c.rank, phase)
 		var backlog uint64
 		switch sc.Kind {
 		case load.Fresh:
@@ -236,6 +244,20 @@ func ceilDiv(a, b uint64) uint64 {
 // pools are a request's candidate workers after the mixed-namespace rules.
 type pools struct {
 	decode, prefill []*discovery.Worker
+	// What the pools were last filled for: requests for the same model
+	// against the same snapshot reuse them.
+	snap       *discovery.Snapshot
+	model      string
+	namespaces []string
+}
+
+func (out *pools) fillCached(req Request, snap *discovery.Snapshot) {
+	if out.snap == snap && out.model == req.Model && slices.Equal(out.namespaces, req.Namespaces) {
+		return
+	}
+	out.fill(req, snap)
+	out.snap, out.model = snap, req.Model
+	out.namespaces = append(out.namespaces[:0], req.Namespaces...)
 }
 
 // fill applies the mixed-namespace rules per namespace: in a namespace
