@@ -54,7 +54,7 @@ type fakeLoad struct {
 }
 
 func (f *fakeLoad) set(rank uint32, l Load) { f.mu.Lock(); f.l[rank] = l; f.mu.Unlock() }
-func (f *fakeLoad) read(rank uint32) Load  { f.mu.Lock(); defer f.mu.Unlock(); return f.l[rank] }
+func (f *fakeLoad) read(rank uint32) Load   { f.mu.Lock(); defer f.mu.Unlock(); return f.l[rank] }
 
 func TestLoadReporterIsChangeDrivenAndDebounced(t *testing.T) {
 	p, err := New("kv_metrics")
