@@ -1,10 +1,12 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"switchyard/fakefleet/registrar"
+	"switchyard/fakefleet/fleet"
+	"switchyard/fakefleet/frontend"
 	"switchyard/router/config"
 	"switchyard/router/server"
 )
@@ -27,6 +30,7 @@ func newDemoCmd() *cobra.Command {
 	var (
 		addr, shimURL     string
 		prefills, decodes int
+		speedup           float64
 		logs              logFlags
 	)
 	cmd := &cobra.Command{
@@ -38,8 +42,21 @@ func newDemoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// The frontend emulation listens first, so the router's shim
+			// backend can name its URL; it serves once the fleet is up.
+			var feListener net.Listener
+			frontendURL := shimURL
+			if frontendURL == "" {
+				if feListener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+					return err
+				}
+				defer feListener.Close()
+				frontendURL = "http://" + feListener.Addr().String()
+			}
 			token := randomToken()
-			cfg, err := demoConfig(addr, token, shimURL)
+			cfg, err := demoConfig(addr, token, frontendURL)
 			if err != nil {
 				return err
 			}
@@ -54,44 +71,23 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			defer cli.Close()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			var regs []*registrar.Registration
-			defer func() {
-				c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				defer cancel()
-				for _, r := range regs {
-					_ = r.Deregister(c)
-				}
-			}()
-			for i := 0; i < prefills+decodes; i++ {
-				role := "prefill"
-				if i >= prefills {
-					role = "decode"
-				}
-				r, err := registrar.Register(ctx, cli, registrar.Worker{
-					Namespace: "dynamo", Component: role, WorkerType: role, Model: demoModel, BlockSize: 16,
-					TotalKVBlocks: 8192, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, ContextLength: 32768,
-					DPSize: 1, Transport: fmt.Sprintf("127.0.0.1:0/demo/%s/%d", role, i),
-				}, registrar.DefaultTTL)
-				if err != nil {
-					return fmt.Errorf("register demo worker: %w", err)
-				}
-				regs = append(regs, r)
+			fl, err := fleet.Start(ctx, cli, fleet.Spec{Namespace: "dynamo", Model: demoModel,
+				Prefill: prefills, Decode: decodes, SpeedupRatio: speedup}, log.With("component", "fleet"))
+			if err != nil {
+				return err
 			}
-
-			base := "http://" + srv.Addr()
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "\nSwitchyard demo is running (Ctrl-C stops everything).\n\n")
-			fmt.Fprintf(out, "  router        %s\n", base)
-			fmt.Fprintf(out, "  health        %s/health\n", base)
-			fmt.Fprintf(out, "  metrics       %s/metrics\n", base)
-			fmt.Fprintf(out, "  embedded etcd %s\n", srv.EtcdEndpoint())
-			fmt.Fprintf(out, "  model         %s (%d prefill + %d decode workers)\n", demoModel, prefills, decodes)
-			fmt.Fprintf(out, "  admin token   %s\n\n", token)
-			fmt.Fprintf(out, "See the fleet the router discovered:\n\n  curl -s -H 'Authorization: Bearer %s' %s/admin/dynamo/workers\n\n", token, base)
+			defer fl.Close()
+			if feListener != nil {
+				mux := http.NewServeMux()
+				mux.Handle("/fleet/", fl.AdminHandler())
+				mux.Handle("/", frontend.New(fl.Directory(), log.With("component", "frontend")))
+				fe := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go fe.Serve(feListener)
+				defer fe.Close()
+			}
+			printDemo(cmd.OutOrStdout(), srv.Addr(), srv.EtcdEndpoint(), frontendURL, token, prefills, decodes)
 			<-ctx.Done()
-			fmt.Fprintln(out, "stopping")
+			fmt.Fprintln(cmd.OutOrStdout(), "stopping")
 			return nil
 		},
 	}
@@ -99,6 +95,7 @@ func newDemoCmd() *cobra.Command {
 	cmd.Flags().StringVar(&shimURL, "shim-url", "", "a direct-mode frontend to forward pinned requests to (e.g. hack/benchshim)")
 	cmd.Flags().IntVar(&prefills, "prefill", 2, "prefill workers")
 	cmd.Flags().IntVar(&decodes, "decode", 2, "decode workers")
+	cmd.Flags().Float64Var(&speedup, "speedup", 10, "fake workers run this many times faster than the timing model")
 	logs.add(cmd)
 	return cmd
 }
@@ -106,6 +103,19 @@ func newDemoCmd() *cobra.Command {
 // demoConfig renders the demo's configuration as a file would say it, so
 // every default is filled exactly as for `serve`. With a shim URL, the
 // router pins workers and forwards to that direct-mode frontend.
+func printDemo(out io.Writer, addr, etcd, frontendURL, token string, prefills, decodes int) {
+	base := "http://" + addr
+	fmt.Fprintf(out, "\nSwitchyard demo is running (Ctrl-C stops everything).\n\n")
+	fmt.Fprintf(out, "  router        %s   (/health, /metrics, /v1/...)\n", base)
+	fmt.Fprintf(out, "  model         %s (%d prefill + %d decode fake workers)\n", demoModel, prefills, decodes)
+	fmt.Fprintf(out, "  frontend      %s   (direct-mode frontend emulation; faults under /fleet/)\n", frontendURL)
+	fmt.Fprintf(out, "  embedded etcd %s\n", etcd)
+	fmt.Fprintf(out, "  admin token   %s\n\n", token)
+	fmt.Fprintf(out, "Ask the fleet something:\n\n  curl -s %s/v1/chat/completions -H 'Content-Type: application/json' \\\n", base)
+	fmt.Fprintf(out, "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'\n\n", demoModel)
+	fmt.Fprintf(out, "See the fleet the router discovered:\n\n  curl -s -H 'Authorization: Bearer %s' %s/admin/dynamo/workers\n\n", token, base)
+}
+
 func demoConfig(addr, token, shimURL string) (*config.Config, error) {
 	y := fmt.Sprintf(`server: {bind_address: %q}
 admin: {token: %q}

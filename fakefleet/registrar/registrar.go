@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -80,6 +81,35 @@ func Register(ctx context.Context, cli *clientv3.Client, w Worker, ttl int64) (*
 		r.keys = append(r.keys, key)
 	}
 	return r, nil
+}
+
+// Readvertise rewrites the worker's records under the same lease (for
+// example after a publisher restart changed a channel's id and endpoint)
+// and removes keys the new records no longer use.
+func (r *Registration) Readvertise(ctx context.Context, w Worker) error {
+	recs := Records(w, r.InstanceID())
+	for key, value := range recs {
+		if _, err := r.client.Put(ctx, key, string(value), clientv3.WithLease(r.lease)); err != nil {
+			return err
+		}
+	}
+	kept := r.keys[:0]
+	for _, key := range r.keys {
+		if _, ok := recs[key]; ok {
+			kept = append(kept, key)
+			continue
+		}
+		if _, err := r.client.Delete(ctx, key); err != nil {
+			return err
+		}
+	}
+	r.keys = kept
+	for key := range recs {
+		if !slices.Contains(r.keys, key) {
+			r.keys = append(r.keys, key)
+		}
+	}
+	return nil
 }
 
 // InstanceID is the worker's id: its lease id.

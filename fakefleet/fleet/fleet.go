@@ -1,0 +1,273 @@
+// Package fleet runs a fake Dynamo fleet on one machine: workers that
+// register in etcd under their own leases, publish their load over ZMQ
+// like dynamo.vllm workers, and generate through the direct-mode frontend
+// emulation. It is the live half of the fake fleet; faults can be injected
+// while it runs.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"switchyard/fakefleet/publish"
+	"switchyard/fakefleet/registrar"
+	"switchyard/fakefleet/worker"
+	"switchyard/router/clock"
+)
+
+// Spec describes a fleet serving one model in one namespace.
+type Spec struct {
+	Namespace string
+	Model     string
+	// Workers per role.
+	Prefill, Decode, Aggregated int
+	// Card values every worker advertises.
+	BlockSize, TotalKVBlocks, MaxNumBatchedTokens, MaxNumSeqs, ContextLength, DPSize int
+	// SpeedupRatio divides the timing model's delays.
+	SpeedupRatio float64
+	// LeaseTTL in seconds (Dynamo's default is 10).
+	LeaseTTL int64
+	// Fields chooses the ActiveLoad fields published.
+	Fields publish.Fields
+}
+
+// withDefaults fills what a spec leaves out.
+func (s Spec) withDefaults() Spec {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&s.BlockSize, 16)
+	def(&s.TotalKVBlocks, 8192)
+	def(&s.MaxNumBatchedTokens, 8192)
+	def(&s.MaxNumSeqs, 256)
+	def(&s.ContextLength, 32768)
+	def(&s.DPSize, 1)
+	if s.Namespace == "" {
+		s.Namespace = "dynamo"
+	}
+	if s.SpeedupRatio <= 0 {
+		s.SpeedupRatio = 1
+	}
+	if s.LeaseTTL <= 0 {
+		s.LeaseTTL = registrar.DefaultTTL
+	}
+	return s
+}
+
+// Member is one running worker.
+type Member struct {
+	Role   string
+	Worker *worker.Worker
+	reg    *registrar.Registration
+	pub    *publish.Publisher
+	loads  *publish.LoadReporter
+	record registrar.Worker
+}
+
+// ID is the member's instance id (its lease id).
+func (m *Member) ID() uint64 { return m.reg.InstanceID() }
+
+// Fleet is a running fake fleet.
+type Fleet struct {
+	cli  *clientv3.Client
+	spec Spec
+	log  *slog.Logger
+
+	mu      sync.RWMutex
+	members map[uint64]*Member
+	order   []uint64
+}
+
+// Start registers and starts every worker of spec.
+func Start(ctx context.Context, cli *clientv3.Client, spec Spec, log *slog.Logger) (*Fleet, error) {
+	spec = spec.withDefaults()
+	f := &Fleet{cli: cli, spec: spec, log: log, members: map[uint64]*Member{}}
+	for _, r := range []struct {
+		role string
+		n    int
+	}{{"prefill", spec.Prefill}, {"decode", spec.Decode}, {"aggregated", spec.Aggregated}} {
+		for i := 0; i < r.n; i++ {
+			if _, err := f.add(ctx, r.role); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("start %s worker: %w", r.role, err)
+			}
+		}
+	}
+	return f, nil
+}
+
+func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
+	s := f.spec
+	w := worker.New(worker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks,
+		MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs, DPSize: s.DPSize,
+		SpeedupRatio: s.SpeedupRatio}, clock.Real{})
+	pub, err := publish.New("kv_metrics")
+	if err != nil {
+		return nil, err
+	}
+	component := role
+	if role == "aggregated" {
+		component = "backend"
+	}
+	rec := registrar.Worker{Namespace: s.Namespace, Component: component, WorkerType: role, Model: s.Model,
+		BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens,
+		MaxNumSeqs: s.MaxNumSeqs, ContextLength: s.ContextLength, DPSize: s.DPSize,
+		Transport: "127.0.0.1:0/fake/" + component,
+		Channels:  []registrar.Channel{{Topic: "kv_metrics", PublisherID: pub.ID(), Endpoint: pub.Endpoint()}}}
+	reg, err := registrar.Register(ctx, f.cli, rec, s.LeaseTTL)
+	if err != nil {
+		pub.Close()
+		return nil, err
+	}
+	m := &Member{Role: role, Worker: w, reg: reg, pub: pub, record: rec}
+	m.loads = publish.NewLoadReporter(pub, reg.InstanceID(), func(rank uint32) publish.Load {
+		l := w.Load(rank)
+		return publish.Load{KVUsedBlocks: l.KVUsedBlocks, ActiveDecodeBlocks: l.ActiveDecodeBlocks, ActivePrefillTokens: l.ActivePrefillTokens}
+	}, s.Fields)
+	w.OnChange(m.loads.Changed)
+	f.mu.Lock()
+	f.members[m.ID()] = m
+	f.order = append(f.order, m.ID())
+	f.mu.Unlock()
+	f.log.Info("fake worker started", "role", role, "instance_id", fmt.Sprintf("%x", m.ID()), "publisher_id", pub.ID())
+	return m, nil
+}
+
+// Members lists the running workers in start order.
+func (f *Fleet) Members() []*Member {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]*Member, 0, len(f.order))
+	for _, id := range f.order {
+		out = append(out, f.members[id])
+	}
+	return out
+}
+
+// ErrNoWorker is returned for an unknown instance id.
+var ErrNoWorker = errors.New("no such worker")
+
+func (f *Fleet) member(id uint64) (*Member, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m, ok := f.members[id]
+	if !ok {
+		return nil, ErrNoWorker
+	}
+	return m, nil
+}
+
+// Kill ends a worker as a crash would: it stops serving and publishing at
+// once, and its keys vanish when its lease lapses.
+func (f *Fleet) Kill(id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	delete(f.members, id)
+	f.order = slices.DeleteFunc(f.order, func(x uint64) bool { return x == id })
+	f.mu.Unlock()
+	m.loads.Close()
+	m.pub.Close()
+	m.reg.Kill()
+	return nil
+}
+
+// Stall stops (or resumes) a worker's progress and its publishing.
+func (f *Fleet) Stall(id uint64, on bool) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	m.Worker.SetStalled(on)
+	m.loads.SetStalled(on)
+	return nil
+}
+
+// RestartPublisher gives a worker's load publisher a new incarnation (new
+// id and port) and re-advertises it, as a restarted worker process would.
+func (f *Fleet) RestartPublisher(ctx context.Context, id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	if err := m.pub.Restart(); err != nil {
+		return err
+	}
+	m.record.Channels = []registrar.Channel{{Topic: "kv_metrics", PublisherID: m.pub.ID(), Endpoint: m.pub.Endpoint()}}
+	return m.reg.Readvertise(ctx, m.record)
+}
+
+// Gap makes a worker's next load message skip a sequence.
+func (f *Fleet) Gap(id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	m.pub.SkipSequence()
+	return nil
+}
+
+// Malformed publishes one malformed message on a worker's load channel.
+func (f *Fleet) Malformed(id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	return m.pub.SendRaw([]byte("kv_metrics"), []byte{1, 2, 3}, []byte("not a sequence"), []byte{9, 0xff})
+}
+
+// Directory is the frontend emulation's view of the fleet.
+func (f *Fleet) Directory() *Directory { return &Directory{f} }
+
+// Close deregisters every worker (revoking leases) and stops publishing.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	members := f.members
+	f.members, f.order = map[uint64]*Member{}, nil
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3e9)
+	defer cancel()
+	for _, m := range members {
+		m.loads.Close()
+		m.pub.Close()
+		_ = m.reg.Deregister(ctx)
+	}
+}
+
+// Directory resolves instance ids for the frontend emulation.
+type Directory struct{ f *Fleet }
+
+// Worker returns a live worker and the model it serves.
+func (d *Directory) Worker(id uint64) (*worker.Worker, string, bool) {
+	m, err := d.f.member(id)
+	if err != nil {
+		return nil, "", false
+	}
+	return m.Worker, d.f.spec.Model, true
+}
+
+// HasPrefill reports whether prefill workers serve model.
+func (d *Directory) HasPrefill(model string) bool {
+	if model != d.f.spec.Model {
+		return false
+	}
+	for _, m := range d.f.Members() {
+		if m.Role == "prefill" {
+			return true
+		}
+	}
+	return false
+}
+
+// Models lists the served model.
+func (d *Directory) Models() []string { return []string{d.f.spec.Model} }

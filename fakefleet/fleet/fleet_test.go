@@ -1,0 +1,181 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"switchyard/fakefleet/fleet"
+	"switchyard/fakefleet/frontend"
+	"switchyard/router/config"
+	"switchyard/router/server"
+)
+
+const model = "Qwen/Qwen3-0.6B"
+
+// stack is a router with its embedded etcd, a fake fleet and the
+// frontend emulation, all real and on loopback.
+type stack struct {
+	router *server.Server
+	fleet  *fleet.Fleet
+	client openai.Client
+	base   string
+}
+
+func start(t *testing.T, spec fleet.Spec, maxStaleness string) *stack {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+server: {bind_address: "127.0.0.1:0"}
+admin: {token: tok}
+disaggregated_serving: {enabled: true}
+backends:
+  - {name: frontend, type: openai, url: "http://%s", role: unified, models: [%q]}
+dynamo:
+  enabled: true
+  discovery:
+    etcd:
+      embedded: {enabled: true, listen: "127.0.0.1:0"}
+      watch_reconnect_backoff: {initial: 50ms, max: 1s}
+  load: {direct_allow_cidrs: ["127.0.0.0/8"], max_staleness: %s}
+  shim: {backends: [frontend]}
+`, l.Addr(), model, maxStaleness)), nil)
+	require.NoError(t, err)
+	log := slog.New(slog.DiscardHandler)
+	srv, err := server.New(cfg, log)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.EtcdEndpoint()}, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	spec.Model = model
+	fl, err := fleet.Start(context.Background(), cli, spec, log)
+	require.NoError(t, err)
+	t.Cleanup(fl.Close)
+	fe := &http.Server{Handler: frontend.New(fl.Directory(), log)}
+	go fe.Serve(l)
+	t.Cleanup(func() { fe.Close() })
+
+	s := &stack{router: srv, fleet: fl, base: "http://" + srv.Addr()}
+	s.client = openai.NewClient(option.WithBaseURL(s.base+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	n := spec.Prefill + spec.Decode + spec.Aggregated
+	eventually(t, "the router to discover the fleet", func() bool { return len(srv.Discovery().Snapshot().Workers) == n })
+	return s
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ask sends one chat completion asking the router to disclose the workers.
+func (s *stack) ask(t *testing.T, prompt string) (decode, prefill uint64, err error) {
+	var resp *http.Response
+	_, err = s.client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:     model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		MaxTokens: openai.Int(4),
+	}, option.WithHeader("x-backend", ""), option.WithResponseInto(&resp))
+	if err != nil {
+		return 0, 0, err
+	}
+	decode, _ = strconv.ParseUint(resp.Header.Get("x-switchyard-worker-instance-id"), 10, 64)
+	prefill, _ = strconv.ParseUint(resp.Header.Get("x-switchyard-prefill-instance-id"), 10, 64)
+	return decode, prefill, nil
+}
+
+func TestChatThroughRouterFrontendAndWorkers(t *testing.T) {
+	s := start(t, fleet.Spec{Prefill: 2, Decode: 2, SpeedupRatio: 100, LeaseTTL: 2}, "3s")
+	roles := map[uint64]string{}
+	for _, m := range s.fleet.Members() {
+		roles[m.ID()] = m.Role
+	}
+	for i := 0; i < 6; i++ {
+		d, p, err := s.ask(t, "Hello there, how are you today?")
+		require.NoError(t, err)
+		require.Equal(t, "decode", roles[d], "decode pin is a decode worker")
+		require.Equal(t, "prefill", roles[p], "prefill pin is a prefill worker")
+	}
+
+	// Streaming through the same path.
+	stream := s.client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Stream, please.")},
+		MaxTokens: openai.Int(5),
+	})
+	var text strings.Builder
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	require.NoError(t, stream.Err())
+	require.NotEmpty(t, text.String())
+
+	// A worker dies: once its lease lapses the router drops it and traffic
+	// continues on the others.
+	victim := s.fleet.Members()[2] // a decode worker
+	require.Equal(t, "decode", victim.Role)
+	require.NoError(t, s.fleet.Kill(victim.ID()))
+	eventually(t, "the lapsed worker to leave", func() bool { return len(s.router.Discovery().Snapshot().Workers) == 3 })
+	for i := 0; i < 6; i++ {
+		d, _, err := s.ask(t, "Still there?")
+		require.NoError(t, err)
+		require.NotEqual(t, victim.ID(), d)
+	}
+}
+
+func TestStalledWorkerStopsReceivingRequests(t *testing.T) {
+	// Samples stay fresh for the whole test, so the stall rule applies (it
+	// is ignored when no worker has a fresh sample).
+	s := start(t, fleet.Spec{Aggregated: 2, SpeedupRatio: 100, LeaseTTL: 2}, "1m")
+	a, b := s.fleet.Members()[0], s.fleet.Members()[1]
+	// Both workers serve first, so both have published fresh samples.
+	served := map[uint64]bool{}
+	for i := 0; i < 10 && len(served) < 2; i++ {
+		d, _, err := s.ask(t, "warm up")
+		require.NoError(t, err)
+		served[d] = true
+	}
+	require.Len(t, served, 2)
+	require.NoError(t, s.fleet.Stall(a.ID(), true))
+
+	// Send until one request lands on the stalled worker (it hangs there).
+	long := strings.Repeat("tell me a long story about switchyards ", 8) // several blocks
+	hung := make(chan struct{})
+	go func() {
+		defer close(hung)
+		for i := 0; i < 20; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_, err := s.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+				Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(long)}, MaxTokens: openai.Int(2)})
+			cancel()
+			if err != nil {
+				return // the one that hung on the stalled worker timed out
+			}
+		}
+	}()
+	time.Sleep(6 * time.Second) // past the 5 s stall threshold
+	// Keep b busy enough to have fresh samples, and check nothing new goes to a.
+	for i := 0; i < 8; i++ {
+		d, _, err := s.ask(t, long)
+		require.NoError(t, err)
+		require.Equal(t, b.ID(), d, "the stalled worker gets no new request while the other has a cost")
+	}
+	<-hung
+}

@@ -1,0 +1,89 @@
+// Package frontend emulates `dynamo.frontend --router-mode direct` in front
+// of fake workers: an OpenAI HTTP server that does no routing of its own
+// and serves each request on the workers named by the x-dynamo-* pin
+// headers, with the direct-mode frontend's refusals. The router's shim
+// dispatch can be tested against it end to end, without Dynamo.
+package frontend
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"switchyard/fakefleet/worker"
+)
+
+// Directory resolves pinned instance ids to live workers.
+type Directory interface {
+	// Worker returns the live worker with this instance id and the model
+	// it serves.
+	Worker(instanceID uint64) (*worker.Worker, string, bool)
+	// HasPrefill reports whether prefill-role workers are registered for
+	// the model; the frontend then demands a prefill pin.
+	HasPrefill(model string) bool
+	// Models lists the served model names.
+	Models() []string
+}
+
+// Response headers naming the workers that served a request, for tests
+// (the real frontend discloses nothing of the kind).
+const (
+	HeaderWorker        = "X-Fake-Worker"
+	HeaderPrefillWorker = "X-Fake-Prefill-Worker"
+)
+
+// Frontend is the HTTP handler.
+type Frontend struct {
+	dir Directory
+	log *slog.Logger
+	mux *http.ServeMux
+	seq atomic.Uint64 // response ids
+}
+
+// New makes a frontend over dir; log may be nil.
+func New(dir Directory, log *slog.Logger) *Frontend {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &Frontend{dir: dir, log: log, mux: http.NewServeMux()}
+	f.mux.HandleFunc("POST /v1/chat/completions", f.chat)
+	f.mux.HandleFunc("POST /v1/completions", f.completions)
+	f.mux.HandleFunc("GET /v1/models", f.models)
+	f.mux.HandleFunc("GET /health", f.health)
+	return f
+}
+
+// ServeHTTP implements http.Handler.
+func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
+
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (f *Frontend) models(w http.ResponseWriter, _ *http.Request) {
+	now := time.Now().Unix()
+	data := []modelEntry{}
+	for _, m := range f.dir.Models() {
+		data = append(data, modelEntry{ID: m, Object: "model", Created: now, OwnedBy: "nvidia"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (f *Frontend) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "models": f.dir.Models()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, errorJSON(errInternal(err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
