@@ -110,3 +110,31 @@ func (r *Reader) dispatched(d *rank) (tokens, blocks uint64, stalled bool) {
 	}
 	return d.tokens, d.blocks, stalled
 }
+
+// RankRef is a handle to one rank's record, so a picker that scores the
+// same candidates request after request skips the lookup. A handle stays
+// valid while Generation is unchanged (SetLive may remove records).
+type RankRef struct{ r *rank }
+
+// Generation changes whenever records may have been removed.
+func (r *Reader) Generation() uint64 { return r.s.gen }
+
+// Ref returns rank k's handle, creating its record if the rank is
+// admitted; a rank that is not admitted gets the zero handle, which
+// scores as quiet.
+func (r *Reader) Ref(k Key) RankRef {
+	if !r.s.admitted(k) {
+		return RankRef{}
+	}
+	return RankRef{r.s.ranks.get(k)}
+}
+
+// ScoreRef is Score through a handle.
+func (r *Reader) ScoreRef(ref RankRef, p Phase) Score {
+	if ref.r == nil {
+		return Score{Status: Status{Kind: Quiet}}
+	}
+	sc := Score{Status: r.status(ref.r, p)}
+	sc.Tokens, sc.Blocks, sc.Stalled = r.dispatched(ref.r)
+	return sc
+}

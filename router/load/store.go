@@ -66,6 +66,8 @@ type Store struct {
 	load         ActiveLoad
 	maxStaleness time.Duration
 	count        func(eventplane.Result)
+	// gen moves on every SetLive, which may remove rank records.
+	gen uint64
 }
 
 // NewStore returns an empty store admitting no worker until SetLive.
@@ -115,6 +117,7 @@ func (s *Store) SetLive(snap *discovery.Snapshot) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	s.live = live
 	s.ranks.each(func(k Key, r *rank) {
 		if !s.admitted(k) {

@@ -24,10 +24,9 @@ type LoadBased struct {
 
 	mu      sync.Mutex
 	cursors [2]uint64 // per phase
-	// Scratch reused across picks, so a pick allocates nothing.
-	pools   pools
-	scratch []candidate
-	tied    []int
+	// Candidates cached across picks, so a pick allocates nothing.
+	pools pools
+	tied  []int
 }
 
 // NewLoadBased returns a load-based picker over store. count receives each
@@ -48,6 +47,7 @@ type candidate struct {
 	ok      bool
 	fresh   bool
 	stalled bool
+	ref     load.RankRef
 }
 
 func (c *candidate) key() load.Key {
@@ -67,6 +67,7 @@ func (p *LoadBased) Pick(req Request, snap *discovery.Snapshot) (Selection, bool
 		return Selection{}, false
 	}
 	r := p.store.Reader(req.Now)
+	p.pools.resolve(&r)
 	sel, decodeKey, prefillKey, blocks := p.selectLocked(&r, req)
 	r.Close()
 	p.count("decode", sel.DecodeReason)
@@ -89,11 +90,7 @@ func (p *LoadBased) Pick(req Request, snap *discovery.Snapshot) (Selection, bool
 // then the prefill rank within the winner's namespace, beside a decode
 // worker only.
 func (p *LoadBased) selectLocked(r *load.Reader, req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
-	cands := p.scratch[:0]
-	for _, w := range p.pools.decode {
-		cands = appendRanks(cands, w)
-	}
-	p.scratch = cands
+	cands := p.pools.decode
 	di, reason := p.choose(r, load.Decode, cands, req)
 	winner := cands[di]
 	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool}
@@ -102,13 +99,7 @@ func (p *LoadBased) selectLocked(r *load.Reader, req Request) (sel Selection, de
 	if winner.w.Role != discovery.RoleDecode {
 		return sel, decodeKey, prefillKey, blocks
 	}
-	cands = cands[:0]
-	for _, w := range p.pools.prefill {
-		if w.Namespace == sel.Namespace {
-			cands = appendRanks(cands, w)
-		}
-	}
-	p.scratch = cands
+	cands = p.pools.prefill[sel.Namespace]
 	if len(cands) > 0 {
 		pi, reason := p.choose(r, load.Prefill, cands, req)
 		sel.Prefill, sel.HasPrefill, sel.PrefillReason = cands[pi].pin(), true, reason
@@ -130,10 +121,6 @@ func (p *LoadBased) Ended(req Request, sel Selection) {
 // and the reason.
 func (p *LoadBased) choose(r *load.Reader, phase load.Phase, cands []candidate, req Request) (int, string) {
 	anyFresh, anyCapacity := false, false
-	// Candidates come grouped by namespace: resolve each namespace once,
-	// then look ranks up by integers alone.
-	var view load.Namespace
-	viewNS, haveView := "", false
 	for i := range cands {
 		c := &cands[i]
 		c.ok, c.fresh, c.stalled = false, false, false
@@ -142,10 +129,7 @@ func (p *LoadBased) choose(r *load.Reader, phase load.Phase, cands []candidate, 
 			continue
 		}
 		anyCapacity = true
-		if !haveView || c.w.Namespace != viewNS {
-			view, viewNS, haveView = r.In(c.w.Namespace), c.w.Namespace, true
-		}
-		sc := view.Score(c.w.InstanceID, c.rank, phase)
+		sc := r.ScoreRef(c.ref, phase)
 		var backlog uint64
 		switch sc.Kind {
 		case load.Fresh:
@@ -241,14 +225,20 @@ func ceilDiv(a, b uint64) uint64 {
 	return (a + b - 1) / b
 }
 
-// pools are a request's candidate workers after the mixed-namespace rules.
+// pools are a request's candidate ranks after the mixed-namespace rules:
+// decode candidates across every eligible namespace, prefill candidates per
+// namespace. They are rebuilt only when the snapshot, the model or the
+// namespaces change, and their store handles when the store's generation
+// does.
 type pools struct {
-	decode, prefill []*discovery.Worker
-	// What the pools were last filled for: requests for the same model
-	// against the same snapshot reuse them.
+	decode  []candidate
+	prefill map[string][]candidate
+
 	snap       *discovery.Snapshot
 	model      string
 	namespaces []string
+	refGen     uint64
+	resolved   bool
 }
 
 func (out *pools) fillCached(req Request, snap *discovery.Snapshot) {
@@ -256,8 +246,24 @@ func (out *pools) fillCached(req Request, snap *discovery.Snapshot) {
 		return
 	}
 	out.fill(req, snap)
-	out.snap, out.model = snap, req.Model
+	out.snap, out.model, out.resolved = snap, req.Model, false
 	out.namespaces = append(out.namespaces[:0], req.Namespaces...)
+}
+
+// resolve (re)takes the store handles of every cached candidate.
+func (out *pools) resolve(r *load.Reader) {
+	if out.resolved && out.refGen == r.Generation() {
+		return
+	}
+	for i := range out.decode {
+		out.decode[i].ref = r.Ref(out.decode[i].key())
+	}
+	for _, cs := range out.prefill {
+		for i := range cs {
+			cs[i].ref = r.Ref(cs[i].key())
+		}
+	}
+	out.refGen, out.resolved = r.Generation(), true
 }
 
 // fill applies the mixed-namespace rules per namespace: in a namespace
@@ -266,7 +272,11 @@ func (out *pools) fillCached(req Request, snap *discovery.Snapshot) {
 // Prefill workers are kept only beside a decode worker, so a prefill pin
 // is never paired with an aggregated one.
 func (out *pools) fill(req Request, snap *discovery.Snapshot) {
-	out.decode, out.prefill = out.decode[:0], out.prefill[:0]
+	out.decode = out.decode[:0]
+	if out.prefill == nil {
+		out.prefill = map[string][]candidate{}
+	}
+	clear(out.prefill)
 	for _, ns := range req.Namespaces {
 		var hasPrefill, hasDecode bool
 		first, last := -1, -1
@@ -290,14 +300,14 @@ func (out *pools) fill(req Request, snap *discovery.Snapshot) {
 			}
 			switch w.Role {
 			case discovery.RoleDecode:
-				out.decode = append(out.decode, w)
+				out.decode = appendRanks(out.decode, w)
 			case discovery.RoleAggregated:
 				if !(hasPrefill && hasDecode) {
-					out.decode = append(out.decode, w)
+					out.decode = appendRanks(out.decode, w)
 				}
 			case discovery.RolePrefill:
 				if hasDecode {
-					out.prefill = append(out.prefill, w)
+					out.prefill[ns] = appendRanks(out.prefill[ns], w)
 				}
 			}
 		}
