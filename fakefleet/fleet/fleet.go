@@ -15,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"switchyard/fakefleet/engine"
+	"switchyard/fakefleet/engineworker"
 	"switchyard/fakefleet/publish"
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/worker"
@@ -35,6 +37,12 @@ type Spec struct {
 	LeaseTTL int64
 	// Fields chooses the ActiveLoad fields published.
 	Fields publish.Fields
+	// Engine gives every worker an engine-backed twin (Member.Engine) whose
+	// KV events are published on a kv-events channel advertised under the
+	// worker's lease. The frontend and kv_metrics still use Member.Worker;
+	// the twin is driven only through its own Generate, so tests can feed
+	// the router real KV events. False keeps the fleet exactly as before.
+	Engine bool
 }
 
 // withDefaults fills what a spec leaves out.
@@ -70,6 +78,32 @@ type Member struct {
 	pub    *publish.Publisher
 	loads  *publish.LoadReporter
 	record registrar.Worker
+
+	// Engine, with its kv-events publisher, is set only with Spec.Engine.
+	Engine *engineworker.Worker
+	kvPub  *publish.Publisher
+}
+
+// channels are the member's advertised event-plane publishers: kv_metrics,
+// and kv-events when it has an engine.
+func (m *Member) channels() []registrar.Channel {
+	out := []registrar.Channel{{Topic: "kv_metrics", PublisherID: m.pub.ID(), Endpoint: m.pub.Endpoint()}}
+	if m.kvPub != nil {
+		out = append(out, registrar.Channel{Topic: publish.KVEventsTopic, PublisherID: m.kvPub.ID(), Endpoint: m.kvPub.Endpoint()})
+	}
+	return out
+}
+
+// stop ends the member's publishing and its engine, if any.
+func (m *Member) stop() {
+	if m.loads != nil {
+		m.loads.Close()
+	}
+	m.pub.Close()
+	if m.Engine != nil {
+		m.Engine.Close()
+		m.kvPub.Close()
+	}
 }
 
 // ID is the member's instance id (its lease id).
@@ -120,14 +154,35 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 	rec := registrar.Worker{Namespace: s.Namespace, Component: component, WorkerType: role, Model: s.Model,
 		BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens,
 		MaxNumSeqs: s.MaxNumSeqs, ContextLength: s.ContextLength, DPSize: s.DPSize,
-		Transport: "127.0.0.1:0/fake/" + component,
-		Channels:  []registrar.Channel{{Topic: "kv_metrics", PublisherID: pub.ID(), Endpoint: pub.Endpoint()}}}
+		Transport: "127.0.0.1:0/fake/" + component}
+	m := &Member{Role: role, Worker: w, pub: pub}
+	if s.Engine {
+		if m.kvPub, err = publish.New(publish.KVEventsTopic); err != nil {
+			pub.Close()
+			return nil, err
+		}
+		m.Engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,
+			TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs,
+			DPSize: s.DPSize, SpeedupRatio: s.SpeedupRatio}, clock.Real{})
+	}
+	rec.Channels = m.channels()
 	reg, err := registrar.Register(ctx, f.cli, rec, s.LeaseTTL)
 	if err != nil {
-		pub.Close()
+		m.stop()
 		return nil, err
 	}
-	m := &Member{Role: role, Worker: w, reg: reg, pub: pub, record: rec}
+	m.reg, m.record = reg, rec
+	if m.Engine != nil {
+		// The worker id is the lease id, known only now; no request can
+		// have reached the fresh engine yet, so no event is missed.
+		kvs, err := publish.NewKVReporter(m.kvPub, reg.InstanceID())
+		if err != nil {
+			m.stop()
+			reg.Kill()
+			return nil, err
+		}
+		m.Engine.OnKVEvents(func(rank uint32, evs []engine.KVEvent) { _ = kvs.Report(rank, evs) })
+	}
 	m.loads = publish.NewLoadReporter(pub, reg.InstanceID(), func(rank uint32) publish.Load {
 		l := w.Load(rank)
 		return publish.Load{KVUsedBlocks: l.KVUsedBlocks, ActiveDecodeBlocks: l.ActiveDecodeBlocks, ActivePrefillTokens: l.ActivePrefillTokens}
@@ -176,8 +231,7 @@ func (f *Fleet) Kill(id uint64) error {
 	delete(f.members, id)
 	f.order = slices.DeleteFunc(f.order, func(x uint64) bool { return x == id })
 	f.mu.Unlock()
-	m.loads.Close()
-	m.pub.Close()
+	m.stop()
 	m.reg.Kill()
 	return nil
 }
@@ -190,6 +244,9 @@ func (f *Fleet) Stall(id uint64, on bool) error {
 	}
 	m.Worker.SetStalled(on)
 	m.loads.SetStalled(on)
+	if m.Engine != nil {
+		m.Engine.SetStalled(on)
+	}
 	return nil
 }
 
@@ -203,7 +260,7 @@ func (f *Fleet) RestartPublisher(ctx context.Context, id uint64) error {
 	if err := m.pub.Restart(); err != nil {
 		return err
 	}
-	m.record.Channels = []registrar.Channel{{Topic: "kv_metrics", PublisherID: m.pub.ID(), Endpoint: m.pub.Endpoint()}}
+	m.record.Channels = m.channels()
 	return m.reg.Readvertise(ctx, m.record)
 }
 
@@ -238,8 +295,7 @@ func (f *Fleet) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3e9)
 	defer cancel()
 	for _, m := range members {
-		m.loads.Close()
-		m.pub.Close()
+		m.stop()
 		_ = m.reg.Deregister(ctx)
 	}
 }

@@ -179,3 +179,15 @@ func TestStalledWorkerStopsReceivingRequests(t *testing.T) {
 	}
 	<-hung
 }
+
+// With engine-backed workers, each worker also advertises a kv-events
+// publisher, and the router discovers both channels of every worker.
+func TestEngineWorkersAdvertiseKVEvents(t *testing.T) {
+	s := start(t, fleet.Spec{Prefill: 1, Decode: 1, SpeedupRatio: 100, LeaseTTL: 2, Engine: true}, "3s")
+	eventually(t, "both channels of both workers", func() bool {
+		snap := s.router.Discovery().Snapshot()
+		return snap.CountPublishers("kv_metrics") == 2 && snap.CountPublishers("kv-events") == 2
+	})
+	_, _, err := s.ask(t, "still serving through the frontend")
+	require.NoError(t, err)
+}
