@@ -72,7 +72,7 @@ func newDemoCmd() *cobra.Command {
 			}
 			defer cli.Close()
 			fl, err := fleet.Start(ctx, cli, fleet.Spec{Namespace: "dynamo", Model: demoModel,
-				Prefill: prefills, Decode: decodes, SpeedupRatio: speedup}, log.With("component", "fleet"))
+				Prefill: prefills, Decode: decodes, SpeedupRatio: speedup, Engine: true}, log.With("component", "fleet"))
 			if err != nil {
 				return err
 			}

@@ -50,6 +50,9 @@ type fleetFile struct {
 	// active_prefill_tokens to the published ActiveLoad (dynamo.vllm 1.4.2
 	// sends only kv_used_blocks).
 	PublishSchedulerFields bool `yaml:"publish_scheduler_fields"`
+	// SimpleWorkers runs fakefleet/worker instead of the engine model (no
+	// KV events, no prefix cache).
+	SimpleWorkers bool `yaml:"simple_workers"`
 }
 
 func newFleetCmd() *cobra.Command {
@@ -94,7 +97,7 @@ func newFleetCmd() *cobra.Command {
 				Prefill: ff.Workers.Prefill, Decode: ff.Workers.Decode, Aggregated: ff.Workers.Aggregated,
 				BlockSize: ff.Card.BlockSize, TotalKVBlocks: ff.Card.TotalKVBlocks, MaxNumBatchedTokens: ff.Card.MaxNumBatchedTokens,
 				MaxNumSeqs: ff.Card.MaxNumSeqs, ContextLength: ff.Card.ContextLength, DPSize: ff.Card.DPSize,
-				SpeedupRatio: ff.SpeedupRatio, LeaseTTL: ff.LeaseTTL,
+				SpeedupRatio: ff.SpeedupRatio, LeaseTTL: ff.LeaseTTL, Engine: !ff.SimpleWorkers,
 				Fields: publish.Fields{ActiveDecodeBlocks: ff.PublishSchedulerFields, ActivePrefillTokens: ff.PublishSchedulerFields},
 			}, log.With("component", "fleet"))
 			if err != nil {

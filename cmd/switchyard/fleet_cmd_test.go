@@ -55,7 +55,7 @@ lease_ttl_seconds: 5
 	require.Equal(t, 200, resp.StatusCode)
 	ch, err := cli.Get(context.Background(), "v1/event_channels/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
-	require.Equal(t, int64(3), ch.Count, "each worker advertises its kv_metrics publisher")
+	require.Equal(t, int64(6), ch.Count, "each engine worker advertises its kv_metrics and kv-events publishers")
 
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	require.NoError(t, cmd.Wait())

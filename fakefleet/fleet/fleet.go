@@ -12,11 +12,13 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/engine"
 	"switchyard/fakefleet/engineworker"
+	"switchyard/fakefleet/frontend"
 	"switchyard/fakefleet/publish"
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/worker"
@@ -37,11 +39,11 @@ type Spec struct {
 	LeaseTTL int64
 	// Fields chooses the ActiveLoad fields published.
 	Fields publish.Fields
-	// Engine gives every worker an engine-backed twin (Member.Engine) whose
-	// KV events are published on a kv-events channel advertised under the
-	// worker's lease. The frontend and kv_metrics still use Member.Worker;
-	// the twin is driven only through its own Generate, so tests can feed
-	// the router real KV events. False keeps the fleet exactly as before.
+	// Engine runs every worker on the engine model (fakefleet/engine:
+	// continuous batching, prefix-cached KV blocks, preemption) and
+	// publishes its KV events on a kv-events channel advertised under the
+	// worker's lease. False runs the simpler fakefleet/worker, without KV
+	// events.
 	Engine bool
 }
 
@@ -70,17 +72,45 @@ func (s Spec) withDefaults() Spec {
 	return s
 }
 
+// Generator is what a fleet member runs requests on and injects faults
+// into: fakefleet/worker, or an engine-backed worker (Spec.Engine).
+type Generator interface {
+	frontend.Generator
+	Load(rank uint32) worker.Load
+	OnChange(f func(rank uint32))
+	SetStalled(bool)
+	SetSlow(time.Duration)
+	SetFailing(bool)
+}
+
+// engineGenerator serves the frontend's requests on an engine-backed
+// worker. Prompts are synthesized from the prompt's identity, so equal
+// prompts share cached blocks; KV transfer is not modelled, so a decode
+// worker after a prefill hop computes the prompt itself.
+type engineGenerator struct{ *engineworker.Worker }
+
+func (e engineGenerator) Generate(ctx context.Context, r worker.Request, emit func(string) error) (worker.Result, error) {
+	return e.Worker.Generate(ctx, engineworker.Request{DPRank: r.DPRank, PromptTokens: r.PromptTokens,
+		MaxTokens: r.MaxTokens, Seed: r.PromptID}, emit)
+}
+
+func (e engineGenerator) Config() worker.Config {
+	c := e.Worker.Config()
+	return worker.Config{Model: c.Model, Role: c.Role, BlockSize: c.BlockSize, TotalKVBlocks: c.TotalKVBlocks,
+		MaxNumBatchedTokens: c.MaxNumBatchedTokens, MaxNumSeqs: c.MaxNumSeqs, DPSize: c.DPSize, SpeedupRatio: c.SpeedupRatio}
+}
+
 // Member is one running worker.
 type Member struct {
 	Role   string
-	Worker *worker.Worker
+	Worker Generator
 	reg    *registrar.Registration
 	pub    *publish.Publisher
 	loads  *publish.LoadReporter
 	record registrar.Worker
 
-	// Engine, with its kv-events publisher, is set only with Spec.Engine.
-	Engine *engineworker.Worker
+	// engine and its kv-events publisher are set only with Spec.Engine.
+	engine *engineworker.Worker
 	kvPub  *publish.Publisher
 }
 
@@ -100,8 +130,8 @@ func (m *Member) stop() {
 		m.loads.Close()
 	}
 	m.pub.Close()
-	if m.Engine != nil {
-		m.Engine.Close()
+	if m.engine != nil {
+		m.engine.Close()
 		m.kvPub.Close()
 	}
 }
@@ -140,9 +170,6 @@ func Start(ctx context.Context, cli *clientv3.Client, spec Spec, log *slog.Logge
 
 func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 	s := f.spec
-	w := worker.New(worker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks,
-		MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs, DPSize: s.DPSize,
-		SpeedupRatio: s.SpeedupRatio}, clock.Real{})
 	pub, err := publish.New("kv_metrics")
 	if err != nil {
 		return nil, err
@@ -155,16 +182,22 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 		BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens,
 		MaxNumSeqs: s.MaxNumSeqs, ContextLength: s.ContextLength, DPSize: s.DPSize,
 		Transport: "127.0.0.1:0/fake/" + component}
-	m := &Member{Role: role, Worker: w, pub: pub}
+	m := &Member{Role: role, pub: pub}
 	if s.Engine {
 		if m.kvPub, err = publish.New(publish.KVEventsTopic); err != nil {
 			pub.Close()
 			return nil, err
 		}
-		m.Engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,
+		m.engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,
 			TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs,
 			DPSize: s.DPSize, SpeedupRatio: s.SpeedupRatio}, clock.Real{})
+		m.Worker = engineGenerator{m.engine}
+	} else {
+		m.Worker = worker.New(worker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks,
+			MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs, DPSize: s.DPSize,
+			SpeedupRatio: s.SpeedupRatio}, clock.Real{})
 	}
+	w := m.Worker
 	rec.Channels = m.channels()
 	reg, err := registrar.Register(ctx, f.cli, rec, s.LeaseTTL)
 	if err != nil {
@@ -172,7 +205,7 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 		return nil, err
 	}
 	m.reg, m.record = reg, rec
-	if m.Engine != nil {
+	if m.engine != nil {
 		// The worker id is the lease id, known only now; no request can
 		// have reached the fresh engine yet, so no event is missed.
 		kvs, err := publish.NewKVReporter(m.kvPub, reg.InstanceID())
@@ -181,7 +214,7 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 			reg.Kill()
 			return nil, err
 		}
-		m.Engine.OnKVEvents(func(rank uint32, evs []engine.KVEvent) { _ = kvs.Report(rank, evs) })
+		m.engine.OnKVEvents(func(rank uint32, evs []engine.KVEvent) { _ = kvs.Report(rank, evs) })
 	}
 	m.loads = publish.NewLoadReporter(pub, reg.InstanceID(), func(rank uint32) publish.Load {
 		l := w.Load(rank)
@@ -244,9 +277,6 @@ func (f *Fleet) Stall(id uint64, on bool) error {
 	}
 	m.Worker.SetStalled(on)
 	m.loads.SetStalled(on)
-	if m.Engine != nil {
-		m.Engine.SetStalled(on)
-	}
 	return nil
 }
 
@@ -304,7 +334,7 @@ func (f *Fleet) Close() {
 type Directory struct{ f *Fleet }
 
 // Worker returns a live worker and the model it serves.
-func (d *Directory) Worker(id uint64) (*worker.Worker, string, bool) {
+func (d *Directory) Worker(id uint64) (frontend.Generator, string, bool) {
 	m, err := d.f.member(id)
 	if err != nil {
 		return nil, "", false

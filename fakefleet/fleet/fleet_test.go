@@ -101,7 +101,13 @@ func (s *stack) ask(t *testing.T, prompt string) (decode, prefill uint64, err er
 }
 
 func TestChatThroughRouterFrontendAndWorkers(t *testing.T) {
-	s := start(t, fleet.Spec{Prefill: 2, Decode: 2, SpeedupRatio: 100, LeaseTTL: 2}, "3s")
+	for _, engine := range []bool{false, true} {
+		t.Run(fmt.Sprintf("engine=%v", engine), func(t *testing.T) { chatThroughEverything(t, engine) })
+	}
+}
+
+func chatThroughEverything(t *testing.T, engine bool) {
+	s := start(t, fleet.Spec{Prefill: 2, Decode: 2, SpeedupRatio: 100, LeaseTTL: 2, Engine: engine}, "3s")
 	roles := map[uint64]string{}
 	for _, m := range s.fleet.Members() {
 		roles[m.ID()] = m.Role

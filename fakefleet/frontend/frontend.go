@@ -6,6 +6,7 @@
 package frontend
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -16,10 +17,17 @@ import (
 )
 
 // Directory resolves pinned instance ids to live workers.
+// Generator is a worker the frontend runs requests on: fakefleet/worker,
+// or an engine-backed one.
+type Generator interface {
+	Generate(ctx context.Context, req worker.Request, emit func(text string) error) (worker.Result, error)
+	Config() worker.Config
+}
+
 type Directory interface {
 	// Worker returns the live worker with this instance id and the model
 	// it serves.
-	Worker(instanceID uint64) (*worker.Worker, string, bool)
+	Worker(instanceID uint64) (Generator, string, bool)
 	// HasPrefill reports whether prefill-role workers are registered for
 	// the model; the frontend then demands a prefill pin.
 	HasPrefill(model string) bool

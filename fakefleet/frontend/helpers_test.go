@@ -35,7 +35,7 @@ type entry struct {
 	rec   *recorder
 }
 
-func (d *directory) Worker(id uint64) (*worker.Worker, string, bool) {
+func (d *directory) Worker(id uint64) (Generator, string, bool) {
 	e, ok := d.workers[id]
 	if !ok {
 		return nil, "", false

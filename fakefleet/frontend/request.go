@@ -3,6 +3,7 @@ package frontend
 import (
 	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"net/http"
 	"strings"
 )
@@ -18,6 +19,7 @@ type input struct {
 	chat         bool // chat.completion objects rather than text_completion
 	model        string
 	promptTokens int
+	promptID     uint64 // FNV-1a of the prompt text
 	maxTokens    int
 	stream       bool
 	includeUsage bool
@@ -79,11 +81,14 @@ func (b *chatBody) toInput() (input, *apiError) {
 		return input{}, errBadRequest("messages must not be empty")
 	}
 	words := 0
+	h := fnv.New64a()
 	for _, m := range b.Messages {
-		words += countWords(contentText(m.Content))
+		text := contentText(m.Content)
+		words += countWords(text)
+		h.Write([]byte(text))
 	}
 	in, err := b.common.toInput(estimate(words))
-	in.chat = true
+	in.chat, in.promptID = true, h.Sum64()
 	return in, err
 }
 
@@ -92,7 +97,11 @@ func (b *completionBody) toInput() (input, *apiError) {
 	if err != nil {
 		return input{}, errBadRequest("invalid prompt: %v", err)
 	}
-	return b.common.toInput(n)
+	in, aerr := b.common.toInput(n)
+	h := fnv.New64a()
+	h.Write(b.Prompt)
+	in.promptID = h.Sum64()
+	return in, aerr
 }
 
 // contentText is a chat message's text: a string, or the text parts of a

@@ -13,10 +13,10 @@ import (
 // plan is where a request runs: the decode worker always, and a prefill
 // worker first on the disaggregated path.
 type plan struct {
-	decode      *worker.Worker
+	decode      Generator
 	decodeID    uint64
 	decodeRank  uint32
-	prefill     *worker.Worker // nil: aggregated path
+	prefill     Generator // nil: aggregated path
 	prefillID   uint64
 	prefillRank uint32
 }
@@ -102,7 +102,7 @@ func (f *Frontend) resolve(model string, p pins) (plan, *apiError) {
 // lookup finds a worker of model in the prefill role, or in a serving
 // (decode or aggregated) role: Dynamo keeps the two in separate components,
 // so an id from the other set is unknown to the router that looks it up.
-func (f *Frontend) lookup(id uint64, model string, prefill bool) (*worker.Worker, bool) {
+func (f *Frontend) lookup(id uint64, model string, prefill bool) (Generator, bool) {
 	wk, m, ok := f.dir.Worker(id)
 	if !ok || m != model || (wk.Config().Role == worker.RolePrefill) != prefill {
 		return nil, false
@@ -116,13 +116,13 @@ func (f *Frontend) lookup(id uint64, model string, prefill bool) (*worker.Worker
 func (f *Frontend) generate(ctx context.Context, pl plan, in input, emit func(string) error) (worker.Result, error) {
 	cached := 0
 	if pl.prefill != nil {
-		req := worker.Request{DPRank: pl.prefillRank, PromptTokens: in.promptTokens, MaxTokens: 1}
+		req := worker.Request{DPRank: pl.prefillRank, PromptTokens: in.promptTokens, MaxTokens: 1, PromptID: in.promptID}
 		if _, err := pl.prefill.Generate(ctx, req, nil); err != nil {
 			return worker.Result{}, &hopError{pl.prefillID, pl.prefillRank, err}
 		}
 		cached = in.promptTokens
 	}
-	req := worker.Request{DPRank: pl.decodeRank, PromptTokens: in.promptTokens, MaxTokens: in.maxTokens, CachedTokens: cached}
+	req := worker.Request{DPRank: pl.decodeRank, PromptTokens: in.promptTokens, MaxTokens: in.maxTokens, CachedTokens: cached, PromptID: in.promptID}
 	res, err := pl.decode.Generate(ctx, req, emit)
 	if err != nil {
 		return res, &hopError{pl.decodeID, pl.decodeRank, err}

@@ -102,6 +102,10 @@ type Request struct {
 	// on a decode worker after the prefill worker's KV transfer: they are
 	// not prefilled again. Zero means the whole prompt is new.
 	CachedTokens int
+	// PromptID identifies the prompt's content (a hash of its text), so a
+	// generator that models token ids (fakefleet/engineworker) gives equal
+	// prompts equal tokens. This worker does not use it.
+	PromptID uint64
 }
 
 // Result is a finished (or interrupted) request's accounting.

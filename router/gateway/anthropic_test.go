@@ -143,8 +143,8 @@ func TestAnthropicMessagesThroughShimPair(t *testing.T) {
 	}, messagesOf(t, body))
 	assert.Contains(t, string(got[0].Body), "<b>&</b>", "no HTML escaping on the way")
 
-	assert.Equal(t, 1.0, counter(t, f, "http", metrics.RouteMessages, "200"))
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathDisaggregated))
+	eventuallyCount(t, f, 1.0, "http", metrics.RouteMessages, "200")
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathDisaggregated)
 }
 
 // Streaming through /anthropic/v1/messages: the SDK accumulates the
@@ -199,7 +199,7 @@ func TestAnthropicStreaming(t *testing.T) {
 		assert.Equal(t, e.name, dataOf(t, e)["type"], "each event's data names its type")
 	}
 	assert.Equal(t, map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, dataOf(t, evs[6])["delta"])
-	assert.Equal(t, 2.0, counter(t, f, "http", metrics.RouteMessages, "200"))
+	eventuallyCount(t, f, 2.0, "http", metrics.RouteMessages, "200")
 }
 
 // Tool calls streamed in fragments become tool_use blocks with
@@ -324,8 +324,8 @@ func TestAnthropicDirectModeRefusal(t *testing.T) {
 			assert.True(t, strings.HasSuffix(e.Error.Message, "disaggregated_prefill_decode_unavailable"), e.Error.Message)
 			assert.Empty(t, dynamoHeaders(resp.Header))
 			assert.Empty(t, vllm.requests(), "no fallback")
-			assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseOrchestration))
-			assert.Equal(t, 1.0, counter(t, f, "http", metrics.RouteMessages, "503"))
+			eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseOrchestration)
+			eventuallyCount(t, f, 1.0, "http", metrics.RouteMessages, "503")
 			_, ended := f.picker.counts()
 			assert.Equal(t, 1, ended)
 		})
@@ -404,7 +404,7 @@ func TestAnthropicMidStreamFailure(t *testing.T) {
 	assert.True(t, strings.HasSuffix(e["message"].(string), codeStreamBroken), e["message"])
 	_, ended := f.picker.counts()
 	assert.Equal(t, 1, ended)
-	assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-a", metrics.ResultStreamError))
+	eventuallyCount(t, f, 1.0, "backend", "dyn-a", metrics.ResultStreamError)
 }
 
 // Bad requests, credentials, methods and paths get Anthropic-shaped
@@ -459,5 +459,5 @@ func TestAnthropicClientErrors(t *testing.T) {
 	got := vllm.requests()
 	require.Len(t, got, 1, "only the bearer request went out")
 	assert.Empty(t, got[0].Header.Get("Authorization"))
-	assert.Equal(t, 1.0, counter(t, f, "http", metrics.RouteMessages, "401"))
+	eventuallyCount(t, f, 1.0, "http", metrics.RouteMessages, "401")
 }

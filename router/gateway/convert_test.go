@@ -105,8 +105,8 @@ func TestConvertedRetryGetsFreshPin(t *testing.T) {
 				assert.Equal(t, decodeID, ended[0].Decode.WorkerID)
 				assert.NotEqual(t, picks[0].ID, picks[1].ID, "each send is its own dispatch")
 				assert.Equal(t, []string{"dynamo"}, picks[1].Namespaces)
-				assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-dead", metrics.ResultConnectError))
-				assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-live", metrics.ResultOK))
+				eventuallyCount(t, f, 1.0, "backend", "dyn-dead", metrics.ResultConnectError)
+				eventuallyCount(t, f, 1.0, "backend", "dyn-live", metrics.ResultOK)
 				assert.Equal(t, 0.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
 			})
 		}
@@ -151,7 +151,7 @@ func TestConvertedRetryWithoutWorker(t *testing.T) {
 	assert.True(t, strings.HasSuffix(e.Error.Message, codeDecodeFailed), e.Error.Message)
 	assert.Empty(t, live.requests())
 	assert.Len(t, f.picker.endedSelections(), 1)
-	assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
+	eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseDecode)
 }
 
 // A backend that answers a stream request with JSON still gives the
@@ -192,7 +192,7 @@ func TestConvertedInvalidAnswer(t *testing.T) {
 	resp, body := f.post(pathMessages, `{"model":"`+plainModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	assert.True(t, strings.HasSuffix(anthropicErrorOfBody(t, body).Error.Message, codeUpstreamInvalid))
-	assert.Equal(t, 1.0, counter(t, f, "backend", "vllm", metrics.ResultServerError))
+	eventuallyCount(t, f, 1.0, "backend", "vllm", metrics.ResultServerError)
 }
 
 // Request conversion details the HTTP tests do not reach.

@@ -54,9 +54,9 @@ func TestDirectModeRefusal(t *testing.T) {
 			picks, ended := f.picker.counts()
 			assert.Equal(t, 1, picks, "no second pair")
 			assert.Equal(t, 1, ended)
-			assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseOrchestration))
+			eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseOrchestration)
 			assert.Equal(t, 0.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
-			assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathDisaggregated))
+			eventuallyCount(t, f, 1.0, "routing_path", metrics.PathDisaggregated)
 			assert.Equal(t, 0.0, counter(t, f, "routing_path", metrics.PathFallback))
 		})
 	}
@@ -79,8 +79,8 @@ func TestShimFailureBuffered(t *testing.T) {
 			assert.Empty(t, vllm.requests())
 			_, ended := f.picker.counts()
 			assert.Equal(t, 1, ended)
-			assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
-			assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathDisaggregated))
+			eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseDecode)
+			eventuallyCount(t, f, 1.0, "routing_path", metrics.PathDisaggregated)
 		})
 		t.Run(tc.name+" with fallback", func(t *testing.T) {
 			shim, vllm := newUpstream(t, "dyn-a"), newUpstream(t, "vllm")
@@ -97,8 +97,8 @@ func TestShimFailureBuffered(t *testing.T) {
 			assert.Empty(t, resp.Header.Get(hdrDiscloseWorkerID), "the failed pair is not disclosed")
 			assert.Empty(t, resp.Header.Get(hdrDisclosePrefillID))
 			assert.Len(t, shim.requests(), 1, "the shim is not a fallback target")
-			assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
-			assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathFallback))
+			eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseDecode)
+			eventuallyCount(t, f, 1.0, "routing_path", metrics.PathFallback)
 			assert.Equal(t, 0.0, counter(t, f, "routing_path", metrics.PathDisaggregated), "counted once per request")
 		})
 	}
@@ -138,8 +138,8 @@ func TestShimFailureStreaming(t *testing.T) {
 				assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 				assert.Contains(t, string(body), "vllm")
 				assert.Len(t, vllm.requests(), 1)
-				assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
-				assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathFallback))
+				eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseDecode)
+				eventuallyCount(t, f, 1.0, "routing_path", metrics.PathFallback)
 				return
 			}
 			assert.Equal(t, tc.status, resp.StatusCode)
@@ -147,7 +147,7 @@ func TestShimFailureStreaming(t *testing.T) {
 			assert.Empty(t, vllm.requests())
 			assert.Empty(t, dynamoHeaders(resp.Header))
 			assert.Equal(t, 0.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
-			assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathDisaggregated))
+			eventuallyCount(t, f, 1.0, "routing_path", metrics.PathDisaggregated)
 		})
 	}
 }
@@ -181,8 +181,8 @@ func TestConnectionRefusedRetriesOnAnotherReplica(t *testing.T) {
 			picks, ended := f.picker.counts()
 			assert.Equal(t, 1, picks, "workers are never re-selected")
 			assert.Zero(t, ended)
-			assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-dead", metrics.ResultConnectError))
-			assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-live", metrics.ResultOK))
+			eventuallyCount(t, f, 1.0, "backend", "dyn-dead", metrics.ResultConnectError)
+			eventuallyCount(t, f, 1.0, "backend", "dyn-live", metrics.ResultOK)
 			assert.Equal(t, 0.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
 		})
 	}
@@ -206,7 +206,7 @@ func TestConnectionRefusedRetriesOnAnotherReplica(t *testing.T) {
 		resp, body := f.post(pathChat, chatBody(clientModel, true), nil)
 		require.Equal(t, 200, resp.StatusCode, string(body))
 		assert.Contains(t, string(body), `"content":"vllm"`)
-		assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathFallback))
+		eventuallyCount(t, f, 1.0, "routing_path", metrics.PathFallback)
 	})
 }
 
@@ -226,8 +226,8 @@ func TestUnifiedConnectFailures(t *testing.T) {
 	resp, body := f.post(pathChat, chatBody(plainModel, false), nil)
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	assert.Equal(t, "upstream_unavailable", errorCode(t, body))
-	assert.Equal(t, 1.0, counter(t, f, "backend", "dead-0", metrics.ResultConnectError))
-	assert.Equal(t, 1.0, counter(t, f, "backend", "dead-1", metrics.ResultConnectError))
+	eventuallyCount(t, f, 1.0, "backend", "dead-0", metrics.ResultConnectError)
+	eventuallyCount(t, f, 1.0, "backend", "dead-1", metrics.ResultConnectError)
 	assert.Equal(t, 0.0, counter(t, f, "backend", "dead-2", metrics.ResultConnectError), "1 + retries attempts")
 }
 
@@ -256,7 +256,7 @@ func TestMidStreamFailure(t *testing.T) {
 	assert.Equal(t, "data: "+string(errorJSON(502, codeStreamBroken, "the backend's stream broke off")), events[1], "no half event before the error")
 	_, ended := f.picker.counts()
 	assert.Equal(t, 1, ended)
-	assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-a", metrics.ResultStreamError))
+	eventuallyCount(t, f, 1.0, "backend", "dyn-a", metrics.ResultStreamError)
 }
 
 // The breaker opens after failure_threshold consecutive failures, refuses
@@ -308,7 +308,7 @@ func TestOpenBreakerHidesShimNamespace(t *testing.T) {
 	assert.Contains(t, string(body), "hello from vllm")
 	picks, _ := f.picker.counts()
 	assert.Equal(t, 1, picks, "no usable replica: the picker is not run")
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathUnified))
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathUnified)
 }
 
 // Failing probes take a backend out of rotation; passing ones bring it back.
@@ -324,7 +324,7 @@ func TestUnhealthyBackendIsSkipped(t *testing.T) {
 	}
 	f := newFixture(t, dynamoConfig(nil, probe(a), probe(b)), nil)
 	eventually(t, "a to turn unhealthy", func() bool { return counter(t, f, "healthy", "a") == 0 })
-	assert.Equal(t, 1.0, counter(t, f, "healthy", "b"))
+	eventuallyCount(t, f, 1.0, "healthy", "b")
 	for range 4 {
 		resp, body := f.post(pathChat, chatBody(plainModel, false), nil)
 		require.Equal(t, 200, resp.StatusCode)
@@ -390,7 +390,7 @@ func TestBodyOverLimit(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	assert.Equal(t, "request_too_large", errorCode(t, body))
 	assert.Empty(t, vllm.requests())
-	assert.Equal(t, 2.0, counter(t, f, "http", metrics.RouteChatCompletions, "413"))
+	eventuallyCount(t, f, 2.0, "http", metrics.RouteChatCompletions, "413")
 
 	resp, _ = f.post(pathChat, chatBody(plainModel, false), nil)
 	assert.Equal(t, 200, resp.StatusCode, "a body under the limit passes")
@@ -484,7 +484,7 @@ func TestTimeouts(t *testing.T) {
 		resp, body := f.post(pathChat, chatBody(plainModel, false), nil)
 		assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode)
 		assert.Equal(t, "upstream_timeout", errorCode(t, body))
-		assert.Equal(t, 1.0, counter(t, f, "backend", "vllm", metrics.ResultTimeout))
+		eventuallyCount(t, f, 1.0, "backend", "vllm", metrics.ResultTimeout)
 	})
 	t.Run("backend timeout, pinned", func(t *testing.T) {
 		shim := newUpstream(t, "dyn-a")
@@ -495,7 +495,7 @@ func TestTimeouts(t *testing.T) {
 		resp, body := f.post(pathChat, chatBody(clientModel, false), nil)
 		assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 		assert.Equal(t, "disaggregated_decode_failed", errorCode(t, body))
-		assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))
+		eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseDecode)
 	})
 	t.Run("stream idle timeout", func(t *testing.T) {
 		vllm := newUpstream(t, "vllm")
@@ -515,7 +515,7 @@ func TestTimeouts(t *testing.T) {
 		events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
 		require.Len(t, events, 4, string(body))
 		assert.Contains(t, events[3], codeUpstreamTimeout)
-		assert.Equal(t, 1.0, counter(t, f, "backend", "vllm", metrics.ResultTimeout))
+		eventuallyCount(t, f, 1.0, "backend", "vllm", metrics.ResultTimeout)
 	})
 }
 
@@ -596,5 +596,5 @@ func TestClientErrors(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	assert.Equal(t, "not_found", errorCode(t, body))
 	assert.Empty(t, vllm.requests())
-	assert.Equal(t, 1.0, counter(t, f, "http", metrics.RouteOther, "404"))
+	eventuallyCount(t, f, 1.0, "http", metrics.RouteOther, "404")
 }

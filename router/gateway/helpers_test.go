@@ -452,3 +452,15 @@ func jsonOf(t *testing.T, b []byte) map[string]any {
 	require.NoError(t, json.Unmarshal(bytes.TrimSpace(b), &m), string(b))
 	return m
 }
+
+// eventuallyCount waits for a counter to reach want: the gateway counts a
+// request when its handler returns, which can be just after the client
+// has read the whole answer.
+func eventuallyCount(t *testing.T, f *fixture, want float64, name string, labels ...string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for counter(t, f, name, labels...) != want && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.Equal(t, want, counter(t, f, name, labels...), "%s %v", name, labels)
+}

@@ -87,9 +87,9 @@ func TestOpenAIChatThroughShimPair(t *testing.T) {
 	assert.Equal(t, strconv.FormatUint(decodeID, 10), httpResp.Header.Get("X-Switchyard-Worker-Instance-Id"))
 	assert.Equal(t, strconv.FormatUint(prefillID, 10), httpResp.Header.Get("X-Switchyard-Prefill-Instance-Id"))
 
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathDisaggregated))
-	assert.Equal(t, 1.0, counter(t, f, "backend", "dyn-a", metrics.ResultOK))
-	assert.Equal(t, 1.0, counter(t, f, "http", metrics.RouteChatCompletions, "200"))
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathDisaggregated)
+	eventuallyCount(t, f, 1.0, "backend", "dyn-a", metrics.ResultOK)
+	eventuallyCount(t, f, 1.0, "http", metrics.RouteChatCompletions, "200")
 	_, ended := f.picker.counts()
 	assert.Zero(t, ended, "a served request is not reported as ended")
 }
@@ -139,7 +139,7 @@ func TestOpenAIChatStreamingAggregated(t *testing.T) {
 	assert.Empty(t, dynamoHeaders(httpResp.Header))
 	assert.Empty(t, httpResp.Header.Get("X-Switchyard-Backend"), "no disclosure without x-backend")
 	assert.Empty(t, httpResp.Header.Get("X-Switchyard-Worker-Instance-Id"))
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathAggregated))
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathAggregated)
 }
 
 // A non-zero rank on both sides of a pair.
@@ -209,7 +209,7 @@ func TestOpenAICompletionsAndModels(t *testing.T) {
 	assert.Equal(t, "vllm", httpResp.Header.Get("X-Switchyard-Backend"))
 	assert.Empty(t, httpResp.Header.Get("X-Switchyard-Worker-Instance-Id"))
 	assert.Equal(t, plainModel, f.picker.lastPick().Model)
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathUnified))
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathUnified)
 
 	page, err := cli.Models.List(context.Background())
 	require.NoError(t, err)
@@ -241,5 +241,5 @@ func TestNoPinningWhenDynamoIsOff(t *testing.T) {
 	picks, _ := f.picker.counts()
 	assert.Zero(t, picks)
 	assert.Empty(t, dynamoHeaders(shim.requests()[0].Header), "and client pins are stripped all the same")
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathUnified))
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathUnified)
 }

@@ -85,8 +85,8 @@ func TestResponsesPassthroughPinned(t *testing.T) {
 	assert.Equal(t, "Be brief.", body["instructions"])
 	assert.Equal(t, map[string]any{"annotations": []any{"keep"}}, body["nvext"], "client pins and token_data stripped")
 	assert.Equal(t, dynamoModel, f.picker.lastPick().Model)
-	assert.Equal(t, 1.0, counter(t, f, "http", metrics.RouteResponses, "200"))
-	assert.Equal(t, 1.0, counter(t, f, "routing_path", metrics.PathDisaggregated))
+	eventuallyCount(t, f, 1.0, "http", metrics.RouteResponses, "200")
+	eventuallyCount(t, f, 1.0, "routing_path", metrics.PathDisaggregated)
 }
 
 // With responses_api: converted, the shim gets a chat completion
@@ -247,7 +247,7 @@ func TestResponsesDirectModeRefusal(t *testing.T) {
 				resp, body := f.post(pathResponses, `{"model":"`+clientModel+`","input":"hi","stream":`+strconv.FormatBool(stream)+`}`, nil)
 				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 				assert.Equal(t, codePrefillDecodeUnavailable, errorCode(t, body))
-				assert.Equal(t, 1.0, counter(t, f, "disagg_errors", metrics.PhaseOrchestration))
+				eventuallyCount(t, f, 1.0, "disagg_errors", metrics.PhaseOrchestration)
 				assert.Empty(t, dynamoHeaders(resp.Header))
 			})
 		}
