@@ -17,6 +17,7 @@ import (
 //	POST /fleet/workers/{id}/restart-publisher new publisher id, re-advertised
 //	POST /fleet/workers/{id}/gap               skip one load sequence
 //	POST /fleet/workers/{id}/malformed         publish a malformed message
+//	POST /fleet/workers/{id}/malformed-record  a non-JSON discovery record under its lease
 //	POST /fleet/workers/{id}/slow?ms=200       add delay per token (0 clears)
 //	POST /fleet/workers/{id}/fail?on=false     answer generations with 5xx
 //
@@ -66,6 +67,8 @@ func (f *Fleet) AdminHandler() http.Handler {
 			err = f.Gap(id)
 		case "malformed":
 			err = f.Malformed(id)
+		case "malformed-record":
+			err = f.MalformedRecord(r.Context(), id)
 		case "slow", "fail":
 			var m *Member
 			if m, err = f.member(id); err == nil {

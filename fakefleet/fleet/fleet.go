@@ -136,6 +136,9 @@ func (m *Member) stop() {
 	}
 }
 
+// PublisherID is the current incarnation of the member's load publisher.
+func (m *Member) PublisherID() uint64 { return m.pub.ID() }
+
 // ID is the member's instance id (its lease id).
 func (m *Member) ID() uint64 { return m.reg.InstanceID() }
 
@@ -311,6 +314,17 @@ func (f *Fleet) Malformed(id uint64) error {
 		return err
 	}
 	return m.pub.SendRaw([]byte("kv_metrics"), []byte{1, 2, 3}, []byte("not a sequence"), []byte{9, 0xff})
+}
+
+// MalformedRecord writes a record that is not JSON beside the worker's
+// own, under its lease: the router must skip it and keep the worker.
+func (f *Fleet) MalformedRecord(ctx context.Context, id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", m.record.Namespace, m.record.Component, id)
+	return m.reg.PutRaw(ctx, key, []byte("{not json"))
 }
 
 // Directory is the frontend emulation's view of the fleet.

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -196,4 +197,41 @@ func TestEngineWorkersAdvertiseKVEvents(t *testing.T) {
 	})
 	_, _, err := s.ask(t, "still serving through the frontend")
 	require.NoError(t, err)
+}
+
+// Faults the router must shrug off: a malformed discovery record beside a
+// worker's own, a malformed load message, a sequence gap, a publisher
+// restart. The worker stays routable through all of them.
+func TestFaultsTheRouterSurvives(t *testing.T) {
+	s := start(t, fleet.Spec{Aggregated: 1, SpeedupRatio: 100, LeaseTTL: 2, Engine: true}, "3s")
+	id := s.fleet.Members()[0].ID()
+	ctx := context.Background()
+	require.NoError(t, s.fleet.MalformedRecord(ctx, id))
+	require.NoError(t, s.fleet.Malformed(id))
+	require.NoError(t, s.fleet.Gap(id))
+	require.NoError(t, s.fleet.RestartPublisher(ctx, id))
+	eventually(t, "the new publisher incarnation", func() bool {
+		snap := s.router.Discovery().Snapshot()
+		for _, p := range snap.Publishers {
+			if p.Topic == "kv_metrics" && p.PublisherID == s.fleet.Members()[0].PublisherID() {
+				return true
+			}
+		}
+		return false
+	})
+	require.Len(t, s.router.Discovery().Snapshot().Workers, 1, "the malformed record is skipped, the worker kept")
+	d, _, err := s.ask(t, "are you still there?")
+	require.NoError(t, err)
+	require.Equal(t, id, d)
+	_, body := getMetrics(t, s.base)
+	require.Contains(t, body, `switchyard_dynamo_discovery_events_total{kind="malformed"} 1`)
+}
+
+func getMetrics(t *testing.T, base string) (int, string) {
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
 }

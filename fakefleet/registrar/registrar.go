@@ -112,6 +112,16 @@ func (r *Registration) Readvertise(ctx context.Context, w Worker) error {
 	return nil
 }
 
+// PutRaw writes an arbitrary value under the worker's lease (fault
+// injection: a malformed discovery record that dies with the worker).
+func (r *Registration) PutRaw(ctx context.Context, key string, value []byte) error {
+	if _, err := r.client.Put(ctx, key, string(value), clientv3.WithLease(r.lease)); err != nil {
+		return err
+	}
+	r.keys = append(r.keys, key)
+	return nil
+}
+
 // InstanceID is the worker's id: its lease id.
 func (r *Registration) InstanceID() uint64 { return uint64(r.lease) }
 
