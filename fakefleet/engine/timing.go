@@ -1,6 +1,13 @@
 package engine
 
-import "time"
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
 
 // Timing prices one engine step. The engine adds the two parts for a mixed
 // batch and divides by Config.SpeedupRatio.
@@ -46,3 +53,89 @@ func (c Constant) PrefillTime(n int) time.Duration {
 
 // DecodeStepTime returns Step.
 func (c Constant) DecodeStepTime(float64) time.Duration { return c.Step }
+
+// Point is one measured cost: Ms milliseconds at X (new prompt tokens for
+// prefill, referenced KV fraction for decode).
+type Point struct{ X, Ms float64 }
+
+// Table prices steps by linear interpolation between measured points, so
+// a profile of a real engine (like the mocker's interpolated NPZ model)
+// can replace the polynomials. Build it with NewTable, which checks the
+// invariants the lookups rely on; a zero Table prices prefill at 0 and
+// decode at the 1 ms floor.
+type Table struct {
+	Prefill []Point // X = new (uncached) tokens in the step
+	Decode  []Point // X = referenced fraction of the KV cache, 0..1
+}
+
+// ErrBadTable is wrapped by NewTable's errors.
+var ErrBadTable = errors.New("engine: invalid timing table")
+
+// NewTable validates both curves: non-empty, finite, non-negative costs,
+// and X strictly increasing (a repeated X would make the cost there
+// ambiguous). The slices are copied so later edits by the caller cannot
+// unsort them.
+func NewTable(prefill, decode []Point) (Table, error) {
+	if err := checkPoints("prefill", prefill); err != nil {
+		return Table{}, err
+	}
+	if err := checkPoints("decode", decode); err != nil {
+		return Table{}, err
+	}
+	return Table{Prefill: slices.Clone(prefill), Decode: slices.Clone(decode)}, nil
+}
+
+func checkPoints(name string, ps []Point) error {
+	if len(ps) == 0 {
+		return fmt.Errorf("%w: %s has no points", ErrBadTable, name)
+	}
+	for i, p := range ps {
+		if math.IsNaN(p.X) || math.IsInf(p.X, 0) || math.IsNaN(p.Ms) || math.IsInf(p.Ms, 0) || p.Ms < 0 {
+			return fmt.Errorf("%w: %s point %d (%v, %v ms) is not a finite non-negative cost", ErrBadTable, name, i, p.X, p.Ms)
+		}
+		if i > 0 && p.X <= ps[i-1].X {
+			return fmt.Errorf("%w: %s X not strictly increasing at point %d", ErrBadTable, name, i)
+		}
+	}
+	return nil
+}
+
+// PrefillTime interpolates the prefill curve at n new tokens; 0 for none,
+// as in the mocker. Below the first point it is the first cost; beyond the
+// last it follows the last segment's slope, since prefill keeps growing
+// with prompt length past the largest size profiled.
+func (t Table) PrefillTime(n int) time.Duration {
+	if n <= 0 || len(t.Prefill) == 0 {
+		return 0
+	}
+	return ms(max(0, interpolate(t.Prefill, float64(n), true)))
+}
+
+// DecodeStepTime interpolates the decode curve at KV fraction p, clamped
+// to the end points (the fraction cannot exceed the cache), and floored at
+// 1 ms like the mocker so a step never takes no time.
+func (t Table) DecodeStepTime(p float64) time.Duration {
+	if len(t.Decode) == 0 {
+		return ms(1)
+	}
+	return ms(max(1, interpolate(t.Decode, p, false)))
+}
+
+// interpolate reads ps at x. ps is sorted and non-empty. Before the first
+// point the first cost holds; after the last, extrapolate continues the
+// last segment, otherwise the last cost holds.
+func interpolate(ps []Point, x float64, extrapolate bool) float64 {
+	if x <= ps[0].X {
+		return ps[0].Ms
+	}
+	// i is the first point at or beyond x; i >= 1 because x > ps[0].X.
+	i, _ := slices.BinarySearchFunc(ps, x, func(p Point, x float64) int { return cmp.Compare(p.X, x) })
+	if i == len(ps) {
+		if !extrapolate || len(ps) == 1 {
+			return ps[len(ps)-1].Ms
+		}
+		i = len(ps) - 1
+	}
+	a, b := ps[i-1], ps[i]
+	return a.Ms + (b.Ms-a.Ms)*(x-a.X)/(b.X-a.X)
+}

@@ -10,6 +10,17 @@ func (w *Worker) drive(r uint32) {
 	rk := w.ranks[r]
 	for {
 		w.mu.Lock()
+		if evs := rk.evs; len(evs) > 0 {
+			// Events queued by Reset; delivered even when stalled, since a
+			// reset engine is no longer the hung one.
+			rk.evs = nil
+			sinks := w.kvSinks
+			w.mu.Unlock()
+			for _, f := range sinks {
+				f(r, evs)
+			}
+			continue
+		}
 		resume := w.resume
 		at, busy := rk.eng.NextEvent()
 		wait := at.Sub(w.engineNowLocked())
@@ -19,6 +30,7 @@ func (w *Worker) drive(r uint32) {
 		case resume != nil:
 			select {
 			case <-resume:
+			case <-rk.wake: // maybe a Reset's events to deliver
 			case <-w.done:
 				return
 			}
@@ -69,7 +81,9 @@ func (w *Worker) step(r uint32) {
 	rk := w.ranks[r]
 	before := w.loadLocked(r)
 	outs := rk.eng.Advance(w.engineNowLocked())
-	evs := rk.eng.DrainKVEvents()
+	// Queued events are older than this step's; keep them first.
+	evs := append(rk.evs, rk.eng.DrainKVEvents()...)
+	rk.evs = nil
 	for _, o := range outs {
 		j := rk.jobs[o.RequestID]
 		if j == nil {

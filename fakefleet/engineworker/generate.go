@@ -2,7 +2,9 @@ package engineworker
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
+	"time"
 
 	"switchyard/fakefleet/engine"
 )
@@ -19,6 +21,13 @@ type Request struct {
 	// computes at least one, so 0 runs a prefill-only request (the one
 	// token is computed but not emitted).
 	MaxTokens int
+	// CachedTokens is how many prompt tokens' KV a prefill worker computed
+	// for this request (the decode hop of a disaggregated request). Their
+	// blocks are transferred before the request reaches the engine, which
+	// takes Config.KVTransferBandwidth time; at most the prompt's length is
+	// charged. The engine still computes the prompt itself, less any local
+	// prefix-cache hits, since it cannot import foreign blocks.
+	CachedTokens int
 }
 
 // vocabSize bounds synthesized token ids, like a small model's vocabulary.
@@ -48,7 +57,7 @@ func (w *Worker) Generate(ctx context.Context, req Request, emit func(text strin
 	if emit == nil {
 		emit = func(string) error { return nil }
 	}
-	if req.MaxTokens < 0 || (req.Tokens == nil && req.PromptTokens < 0) {
+	if req.MaxTokens < 0 || req.CachedTokens < 0 || (req.Tokens == nil && req.PromptTokens < 0) {
 		return Result{}, ErrInvalid
 	}
 	toks := req.Tokens
@@ -56,6 +65,9 @@ func (w *Worker) Generate(ctx context.Context, req Request, emit func(text strin
 		toks = SyntheticPrompt(req.PromptTokens, req.Seed)
 	}
 	res := Result{PromptTokens: len(toks)}
+	if err := w.transfer(ctx, req.DPRank, min(req.CachedTokens, len(toks))); err != nil {
+		return res, err
+	}
 	j, err := w.submit(req.DPRank, toks, req.MaxTokens)
 	if err != nil {
 		return res, err
@@ -69,7 +81,7 @@ func (w *Worker) Generate(ctx context.Context, req Request, emit func(text strin
 			return res, ErrClosed
 		}
 		w.mu.Lock()
-		outs := j.outs
+		outs, jerr := j.outs, j.err
 		j.outs = nil
 		w.mu.Unlock()
 		for _, o := range outs {
@@ -90,22 +102,70 @@ func (w *Worker) Generate(ctx context.Context, req Request, emit func(text strin
 				return res, nil
 			}
 		}
+		if jerr != nil {
+			return res, jerr // after the tokens produced before it
+		}
 	}
+}
+
+// TransferTime is how long moving the KV of cachedTokens prompt tokens
+// takes: whole blocks, since engines ship blocks, at the configured
+// bandwidth, divided by SpeedupRatio like every other simulated cost.
+func (w *Worker) TransferTime(cachedTokens int) time.Duration {
+	if cachedTokens <= 0 || w.cfg.KVTransferBandwidth <= 0 {
+		return 0
+	}
+	blocks := (cachedTokens + w.cfg.BlockSize - 1) / w.cfg.BlockSize
+	bytes := float64(blocks) * float64(w.cfg.KVBytesPerBlock)
+	// In nanoseconds first so whole-number cases stay exact.
+	return time.Duration(math.Round(bytes * 1e9 / (w.cfg.KVTransferBandwidth * w.cfg.SpeedupRatio)))
+}
+
+// transfer waits out the KV transfer of cachedTokens on the clock. It
+// refuses first if the request would be refused anyway, so an injected
+// failure or a bad rank fails at once rather than after the transfer.
+func (w *Worker) transfer(ctx context.Context, r uint32, cachedTokens int) error {
+	d := w.TransferTime(cachedTokens)
+	if d <= 0 {
+		return nil
+	}
+	w.mu.Lock()
+	err := w.admitLocked(r)
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	t := w.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.done:
+		return ErrClosed
+	}
+}
+
+// admitLocked is why a request for rank r would be refused now, if at all.
+func (w *Worker) admitLocked(r uint32) error {
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.failing:
+		return ErrInjected5xx
+	case int(r) >= len(w.ranks):
+		return ErrRankRange
+	}
+	return nil
 }
 
 // submit checks the worker's state and enqueues the request on its rank.
 func (w *Worker) submit(r uint32, toks []uint32, maxTokens int) (*job, error) {
 	w.mu.Lock()
-	switch {
-	case w.closed:
+	if err := w.admitLocked(r); err != nil {
 		w.mu.Unlock()
-		return nil, ErrClosed
-	case w.failing:
-		w.mu.Unlock()
-		return nil, ErrInjected5xx
-	case int(r) >= len(w.ranks):
-		w.mu.Unlock()
-		return nil, ErrRankRange
+		return nil, err
 	}
 	rk := w.ranks[r]
 	before := w.loadLocked(r)

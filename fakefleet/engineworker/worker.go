@@ -38,7 +38,15 @@ var (
 	ErrInvalid     = worker.ErrInvalid
 	// ErrClosed: the worker was closed while the request was in flight.
 	ErrClosed = errors.New("engineworker: worker closed")
+	// ErrReset: Reset dropped the request's engine state mid-flight.
+	ErrReset = errors.New("engineworker: engine reset")
 )
+
+// DefaultKVBytesPerBlock is the KV size of one 64-token block of a
+// Llama-3.2-1B-shaped model (16 layers × K and V × 8 KV heads × head dim
+// 64 × 2 bytes = 32 KiB per token): small enough that transfers stay short
+// at realistic bandwidths, like the small models the fleet pretends to be.
+const DefaultKVBytesPerBlock = 2 << 20
 
 // Config describes one worker. Zero fields take fakefleet/worker's
 // defaults (the mocker's), DPSize and SpeedupRatio default to 1.
@@ -53,6 +61,15 @@ type Config struct {
 	SpeedupRatio        float64
 	// Timing prices engine steps; nil is the mocker's polynomials.
 	Timing engine.Timing
+	// KVTransferBandwidth, in bytes per second, prices moving a prefill
+	// worker's KV to this worker (Request.CachedTokens), as the mocker's
+	// --kv-transfer-bandwidth does; 0 (or less) makes it instantaneous.
+	KVTransferBandwidth float64
+	// KVBytesPerBlock is a model parameter: the KV bytes of one block of
+	// BlockSize tokens (layers × 2 × KV heads × head dim × dtype bytes ×
+	// BlockSize). 0 means DefaultKVBytesPerBlock, which assumes 64-token
+	// blocks, so set it when changing BlockSize or the model's shape.
+	KVBytesPerBlock int
 }
 
 func (c Config) withDefaults() Config {
@@ -69,6 +86,8 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxNumBatchedTokens, worker.DefaultMaxNumBatchedTokens)
 	def(&c.MaxNumSeqs, worker.DefaultMaxNumSeqs)
 	def(&c.DPSize, 1)
+	def(&c.KVBytesPerBlock, DefaultKVBytesPerBlock)
+	c.KVTransferBandwidth = max(c.KVTransferBandwidth, 0)
 	if c.SpeedupRatio <= 0 {
 		c.SpeedupRatio = 1
 	}
@@ -108,6 +127,10 @@ type rank struct {
 	eng  *engine.Engine
 	jobs map[uint64]*job
 	wake chan struct{} // cap 1: a submit may have moved the next event
+	// evs are KV events drained outside a step (by Reset), waiting for the
+	// driver to deliver them, so every sink call for a rank comes from its
+	// driver in EventID order.
+	evs []engine.KVEvent
 }
 
 // job collects one request's outputs for its Generate call. Outputs are
@@ -115,6 +138,7 @@ type rank struct {
 // on a slow emitter.
 type job struct {
 	outs  []engine.Output
+	err   error         // set when the job ends without finishing
 	ready chan struct{} // cap 1
 }
 
@@ -164,7 +188,8 @@ func (w *Worker) OnChange(f func(rank uint32)) {
 }
 
 // OnKVEvents registers f, called after every engine step that produced KV
-// events with that step's events, oldest first. Each rank's calls come from
+// events with that step's events, oldest first, and after a Reset with its
+// Cleared event. Each rank's calls come from
 // its one driver goroutine, in order, so f may publish them as they come.
 func (w *Worker) OnKVEvents(f func(rank uint32, evs []engine.KVEvent)) {
 	w.mu.Lock()
@@ -214,6 +239,41 @@ func (w *Worker) SetFailing(failing bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.failing = failing
+}
+
+// Reset restarts every rank's engine, as if each process had restarted:
+// requests in flight on it fail with ErrReset and every cached block is
+// dropped, so Load is zero when Reset returns. Each rank's resulting
+// Cleared event reaches the OnKVEvents sinks through its driver, after the
+// events of earlier steps, so a subscriber never sees a stale Stored after
+// the Cleared. Requests still waiting for their KV transfer are submitted
+// to the fresh engine afterwards. Reset on a closed worker does nothing.
+func (w *Worker) Reset() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	for _, rk := range w.ranks {
+		rk.eng.Reset()
+		rk.evs = append(rk.evs, rk.eng.DrainKVEvents()...)
+		for id, j := range rk.jobs {
+			j.err = ErrReset
+			poke(j.ready)
+			delete(rk.jobs, id)
+		}
+		poke(rk.wake)
+	}
+	var fs []func(uint32)
+	if w.resume == nil {
+		fs = w.listeners // as with submits, a stalled worker stays silent
+	}
+	w.mu.Unlock()
+	for i := range w.ranks {
+		for _, f := range fs {
+			f(uint32(i))
+		}
+	}
 }
 
 // Close stops the drivers and fails requests in flight with ErrClosed.

@@ -18,6 +18,7 @@ import (
 //	POST /fleet/workers/{id}/gap               skip one load sequence
 //	POST /fleet/workers/{id}/malformed         publish a malformed message
 //	POST /fleet/workers/{id}/malformed-record  a non-JSON discovery record under its lease
+//	POST /fleet/workers/{id}/reset             empty the KV cache (engine workers): Cleared
 //	POST /fleet/workers/{id}/slow?ms=200       add delay per token (0 clears)
 //	POST /fleet/workers/{id}/fail?on=false     answer generations with 5xx
 //
@@ -69,6 +70,8 @@ func (f *Fleet) AdminHandler() http.Handler {
 			err = f.Malformed(id)
 		case "malformed-record":
 			err = f.MalformedRecord(r.Context(), id)
+		case "reset":
+			err = f.Reset(id)
 		case "slow", "fail":
 			var m *Member
 			if m, err = f.member(id); err == nil {
@@ -86,6 +89,8 @@ func (f *Fleet) AdminHandler() http.Handler {
 		switch {
 		case errors.Is(err, ErrNoWorker):
 			http.Error(w, err.Error(), http.StatusNotFound)
+		case errors.Is(err, ErrNoEngine):
+			http.Error(w, err.Error(), http.StatusConflict)
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		default:

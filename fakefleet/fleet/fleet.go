@@ -316,6 +316,23 @@ func (f *Fleet) Malformed(id uint64) error {
 	return m.pub.SendRaw([]byte("kv_metrics"), []byte{1, 2, 3}, []byte("not a sequence"), []byte{9, 0xff})
 }
 
+// ErrNoEngine is returned by faults that need an engine-backed worker.
+var ErrNoEngine = errors.New("the worker has no engine model (Spec.Engine is false)")
+
+// Reset empties an engine-backed worker's KV cache, as an engine restart
+// would: in-flight requests fail and a Cleared event is published.
+func (f *Fleet) Reset(id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	if m.engine == nil {
+		return ErrNoEngine
+	}
+	m.engine.Reset()
+	return nil
+}
+
 // MalformedRecord writes a record that is not JSON beside the worker's
 // own, under its lease: the router must skip it and keep the worker.
 func (f *Fleet) MalformedRecord(ctx context.Context, id uint64) error {

@@ -72,7 +72,16 @@ dynamo:
 	s := &stack{router: srv, fleet: fl, base: "http://" + srv.Addr()}
 	s.client = openai.NewClient(option.WithBaseURL(s.base+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	n := spec.Prefill + spec.Decode + spec.Aggregated
-	eventually(t, "the router to discover the fleet", func() bool { return len(srv.Discovery().Snapshot().Workers) == n })
+	// Endpoint and Model records are separate puts: wait for every card.
+	eventually(t, "the router to discover the fleet", func() bool {
+		ws := srv.Discovery().Snapshot().Workers
+		for _, w := range ws {
+			if w.Model != model {
+				return false
+			}
+		}
+		return len(ws) == n
+	})
 	return s
 }
 
@@ -210,6 +219,7 @@ func TestFaultsTheRouterSurvives(t *testing.T) {
 	require.NoError(t, s.fleet.Malformed(id))
 	require.NoError(t, s.fleet.Gap(id))
 	require.NoError(t, s.fleet.RestartPublisher(ctx, id))
+	require.NoError(t, s.fleet.Reset(id))
 	eventually(t, "the new publisher incarnation", func() bool {
 		snap := s.router.Discovery().Snapshot()
 		for _, p := range snap.Publishers {
