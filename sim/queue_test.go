@@ -13,7 +13,9 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func TestEventsRunInTimeThenSchedulingOrder(t *testing.T) {
 	l := NewLoop(t0)
 	var got []string
-	note := func(s string) Action { return func(now time.Time) { got = append(got, fmt.Sprintf("%s@%v", s, now.Sub(t0))) } }
+	note := func(s string) Action {
+		return func(now time.Time) { got = append(got, fmt.Sprintf("%s@%v", s, now.Sub(t0))) }
+	}
 	l.After(2*time.Second, note("c"))
 	l.After(time.Second, note("a"))
 	l.After(time.Second, note("b")) // same instant: scheduling order
