@@ -1,0 +1,73 @@
+package workload
+
+import "math/rand/v2"
+
+// VocabSize bounds every synthesized token id to [0, VocabSize), so prompts are valid for any
+// tokenizer at least this large and never collide with ids reserved at the top of a vocabulary.
+const VocabSize = 32000
+
+// TraceBlockTokens is how many tokens one Mooncake hash id stands for.
+const TraceBlockTokens = 512
+
+// Domain separators keep the block stream, the padding stream and synthetic output streams from
+// ever producing the same sequence for the same integer input.
+const (
+	domainBlock   = 0x9e6c_63d0_676a_9a99
+	domainPad     = 0xc2b2_ae3d_27d4_eb4f
+	domainOutput  = 0x1656_67b1_9e37_79f9
+	splitmixGamma = 0x9e37_79b9_7f4a_7c15
+)
+
+// splitmix is SplitMix64: a tiny stateless-per-step generator. It is used where tokens must be a
+// pure function of an identifier (hash id, session, turn) rather than of the generator's position
+// in its random stream.
+type splitmix uint64
+
+func (s *splitmix) next() uint64 {
+	*s += splitmixGamma
+	z := uint64(*s)
+	z = (z ^ (z >> 30)) * 0xbf58_476d_1ce4_e5b9
+	z = (z ^ (z >> 27)) * 0x94d0_49bb_1331_11eb
+	return z ^ (z >> 31)
+}
+
+// token maps 64 random bits onto [0, VocabSize) by multiply-shift, avoiding a division.
+func token(x uint64) uint32 { return uint32(((x >> 32) * VocabSize) >> 32) }
+
+// appendBlock appends the first n (<= TraceBlockTokens) tokens of hash id h's block. The block is
+// a pure function of h, so equal hash ids give equal token runs whatever the engine's block size.
+func appendBlock(dst []uint32, h uint64, n int) []uint32 {
+	s := splitmix(h ^ domainBlock)
+	s = splitmix(s.next()) // scramble first so neighbouring ids do not start from neighbouring states
+	for range n {
+		dst = append(dst, token(s.next()))
+	}
+	return dst
+}
+
+// padToken is the token at prompt position pos when a trace line's hash ids cover fewer tokens
+// than its input_length; it depends only on the line's last hash id and the position.
+func padToken(last uint64, pos int) uint32 {
+	s := splitmix(last ^ domainPad ^ uint64(pos)*splitmixGamma)
+	return token(s.next())
+}
+
+// appendOutput appends n synthetic output tokens for (key, turn): what the model "said", needed
+// so a multi-turn session can carry it into the next prompt.
+func appendOutput(dst []uint32, key, turn uint64, n int) []uint32 {
+	s := splitmix(key ^ domainOutput)
+	s = splitmix(s.next() ^ turn)
+	s = splitmix(s.next())
+	for range n {
+		dst = append(dst, token(s.next()))
+	}
+	return dst
+}
+
+// appendRandom appends n token ids drawn from the generator's own stream.
+func appendRandom(dst []uint32, rng *rand.Rand, n int) []uint32 {
+	for range n {
+		dst = append(dst, uint32(rng.IntN(VocabSize)))
+	}
+	return dst
+}
