@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/fleet"
-	"switchyard/fakefleet/frontend"
 	"switchyard/router/config"
 	"switchyard/router/server"
 )
@@ -78,10 +77,7 @@ func newDemoCmd() *cobra.Command {
 			}
 			defer fl.Close()
 			if feListener != nil {
-				mux := http.NewServeMux()
-				mux.Handle("/fleet/", fl.AdminHandler())
-				mux.Handle("/", frontend.New(fl.Directory(), log.With("component", "frontend")))
-				fe := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				fe := &http.Server{Handler: fl.Handler(log), ReadHeaderTimeout: 10 * time.Second}
 				go fe.Serve(feListener)
 				defer fe.Close()
 			}

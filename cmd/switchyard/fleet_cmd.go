@@ -15,7 +15,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"switchyard/fakefleet/fleet"
-	"switchyard/fakefleet/frontend"
 	"switchyard/fakefleet/publish"
 )
 
@@ -105,10 +104,7 @@ func newFleetCmd() *cobra.Command {
 				return err
 			}
 			defer fl.Close()
-			mux := http.NewServeMux()
-			mux.Handle("/fleet/", fl.AdminHandler())
-			mux.Handle("/", frontend.New(fl.Directory(), log.With("component", "frontend")))
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: fl.Handler(log), ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(l)
 			defer srv.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake fleet: %d workers serving %s; frontend http://%s (faults under /fleet/)\n",

@@ -3,9 +3,12 @@ package fleet
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"switchyard/fakefleet/frontend"
 )
 
 // AdminHandler serves fault injection for a running fleet (loopback only;
@@ -97,5 +100,14 @@ func (f *Fleet) AdminHandler() http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	})
+	return mux
+}
+
+// Handler is the fleet's whole HTTP surface on one listener: the
+// direct-mode frontend emulation, with the fault API under /fleet/.
+func (f *Fleet) Handler(log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/fleet/", f.AdminHandler())
+	mux.Handle("/", frontend.New(f.Directory(), log.With("component", "frontend")))
 	return mux
 }

@@ -16,6 +16,8 @@ import (
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"switchyard/router/discovery"
 )
 
 // DefaultTTL is Dynamo's lease TTL in seconds.
@@ -166,7 +168,7 @@ func Records(w Worker, instanceID uint64) map[string][]byte {
 		// The scope-based layout of newer releases: endpoint-scoped, with
 		// the publisher's own id (not the worker's) as instance_id.
 		key := fmt.Sprintf("v1/event_channels/namespace/%s/component/%s/endpoint/generate/topic/%s/%x",
-			encodeSegment(w.Namespace), encodeSegment(w.Component), encodeSegment(c.Topic), c.PublisherID)
+			discovery.EncodeSegment(w.Namespace), discovery.EncodeSegment(w.Component), discovery.EncodeSegment(c.Topic), c.PublisherID)
 		out[key] = mustJSON(map[string]any{
 			"type":  "EventChannel",
 			"scope": map[string]any{"kind": "endpoint", "endpoint": map[string]any{"namespace": w.Namespace, "component": w.Component, "name": "generate"}},
@@ -175,21 +177,6 @@ func Records(w Worker, instanceID uint64) map[string][]byte {
 		})
 	}
 	return out
-}
-
-// encodeSegment is Dynamo's event-scope key encoding: [A-Za-z0-9_-] pass,
-// every other byte is %XX.
-func encodeSegment(s string) string {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
-			b = append(b, c)
-		} else {
-			b = fmt.Appendf(b, "%%%02X", c)
-		}
-	}
-	return string(b)
 }
 
 func mustJSON(v any) []byte {

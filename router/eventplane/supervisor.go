@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,6 +364,3 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 	})
 	return out
 }
-
-// PublisherIDString renders an id as the admin API shows it (decimal).
-func PublisherIDString(id uint64) string { return strconv.FormatUint(id, 10) }

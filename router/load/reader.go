@@ -33,34 +33,6 @@ type Score struct {
 	Stalled bool
 }
 
-// Score answers Status and Dispatched with one lookup.
-func (r *Reader) Score(k Key, p Phase) Score {
-	n := r.In(k.Namespace)
-	return n.Score(k.WorkerID, k.DPRank, p)
-}
-
-// Namespace scores the ranks of one namespace: a picker resolves it once
-// per namespace and then looks ranks up by integers alone.
-type Namespace struct {
-	r     *Reader
-	ranks map[rankKey]*rank
-}
-
-// In returns the namespace's view.
-func (r *Reader) In(namespace string) Namespace { return Namespace{r, r.s.ranks.byNS[namespace]} }
-
-// Score is Reader.Score for a rank of this namespace.
-func (n *Namespace) Score(worker uint64, dpRank uint32, p Phase) Score {
-	r := n.r
-	rk := n.ranks[rankKey{worker, dpRank}]
-	if rk == nil {
-		return Score{Status: Status{Kind: Quiet}}
-	}
-	sc := Score{Status: r.status(rk, p)}
-	sc.Tokens, sc.Blocks, sc.Stalled = r.dispatched(rk)
-	return sc
-}
-
 // Status classifies rank k for phase p (see StatusOf).
 func (r *Reader) Status(k Key, p Phase) Status {
 	rk := r.s.ranks.lookup(k)
