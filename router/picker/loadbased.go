@@ -1,6 +1,7 @@
 package picker
 
 import (
+	"math/rand/v2"
 	"slices"
 	"sync"
 
@@ -19,15 +20,30 @@ import (
 // any other rank has no defined cost. Equal costs rotate on a per-phase
 // cursor; with no fresh sample anywhere the cursor rotates over all ranks.
 type LoadBased struct {
-	store *load.Store
-	count func(role, reason string)
+	store  *load.Store
+	count  func(role, reason string)
+	policy policy
+	rng    *rand.Rand // policyRandom only
 
 	mu      sync.Mutex
 	cursors [2]uint64 // per phase
 	// Candidates cached across picks, so a pick allocates nothing.
 	pools pools
 	tied  []int
+	// lastNS is the namespace of the last pick and lastPrefill whether it
+	// scored prefill candidates there, for Candidates.
+	lastNS      string
+	lastPrefill bool
 }
+
+// policy is how a phase's rank is chosen among the candidates.
+type policy uint8
+
+const (
+	policyLoad policy = iota
+	policyRoundRobin
+	policyRandom
+)
 
 // NewLoadBased returns a load-based picker over store. count receives each
 // selection's role (prefill, decode) and reason; it may be nil.
@@ -36,6 +52,24 @@ func NewLoadBased(store *load.Store, count func(role, reason string)) *LoadBased
 		count = func(string, string) {}
 	}
 	return &LoadBased{store: store, count: count}
+}
+
+// NewRoundRobin returns a picker that ignores load: each phase rotates a
+// cursor over its candidate ranks. It keeps the same candidate rules and
+// dispatch accounting as the load-based picker, so the two compare on
+// equal terms.
+func NewRoundRobin(store *load.Store, count func(role, reason string)) *LoadBased {
+	p := NewLoadBased(store, count)
+	p.policy = policyRoundRobin
+	return p
+}
+
+// NewRandom returns a picker that draws each phase's rank uniformly from a
+// PCG seeded with seed, so a simulated run stays reproducible.
+func NewRandom(store *load.Store, seed uint64, count func(role, reason string)) *LoadBased {
+	p := NewLoadBased(store, count)
+	p.policy, p.rng = policyRandom, rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	return p
 }
 
 // candidate is one worker rank.
@@ -93,6 +127,7 @@ func (p *LoadBased) selectLocked(r *load.Reader, req Request) (sel Selection, de
 	cands := p.pools.decode
 	di, reason := p.choose(r, load.Decode, cands, req)
 	winner := cands[di]
+	p.lastNS, p.lastPrefill = winner.w.Namespace, false
 	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool}
 	decodeKey = winner.key()
 	blocks = ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))
@@ -103,6 +138,7 @@ func (p *LoadBased) selectLocked(r *load.Reader, req Request) (sel Selection, de
 	if len(cands) > 0 {
 		pi, reason := p.choose(r, load.Prefill, cands, req)
 		sel.Prefill, sel.HasPrefill, sel.PrefillReason = cands[pi].pin(), true, reason
+		p.lastPrefill = true
 		prefillKey = cands[pi].key()
 	}
 	return sel, decodeKey, prefillKey, blocks
@@ -120,6 +156,18 @@ func (p *LoadBased) Ended(req Request, sel Selection) {
 // choose scores the candidates for a phase and returns the chosen index
 // and the reason.
 func (p *LoadBased) choose(r *load.Reader, phase load.Phase, cands []candidate, req Request) (int, string) {
+	switch p.policy {
+	case policyRoundRobin:
+		for i := range cands {
+			cands[i].ok = false
+		}
+		return p.rotate(phase, allIndexes(&p.tied, len(cands))), ReasonRoundRobin
+	case policyRandom:
+		for i := range cands {
+			cands[i].ok = false
+		}
+		return p.rng.IntN(len(cands)), ReasonRandom
+	}
 	anyFresh, anyCapacity := false, false
 	for i := range cands {
 		c := &cands[i]
@@ -315,3 +363,24 @@ func (out *pools) fill(req Request, snap *discovery.Snapshot) {
 }
 
 var _ Picker = (*LoadBased)(nil)
+
+// Candidates implements Explainer: the decode candidates of the last pick
+// and the prefill candidates of its namespace, each with its cost when the
+// policy defined one.
+func (p *LoadBased) Candidates(dst []Candidate) []Candidate {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.pools.decode {
+		dst = append(dst, p.pools.decode[i].candidate("decode"))
+	}
+	if p.lastPrefill {
+		for i, cs := 0, p.pools.prefill[p.lastNS]; i < len(cs); i++ {
+			dst = append(dst, cs[i].candidate("prefill"))
+		}
+	}
+	return dst
+}
+
+func (c *candidate) candidate(phase string) Candidate {
+	return Candidate{Phase: phase, WorkerID: c.w.InstanceID, DPRank: c.rank, Cost: c.cost, Defined: c.ok}
+}

@@ -59,10 +59,12 @@ const (
 	ReasonNoPrefillPool     = "no_prefill_pool"
 	ReasonKVAware           = "kv_aware"
 	ReasonConditionalBypass = "conditional_bypass"
+	// ReasonRandom: the random picker (offline comparisons) drew the rank.
+	ReasonRandom = "random"
 )
 
 // Reasons lists every reason, for pre-registered metric series.
-var Reasons = []string{ReasonLoad, ReasonRoundRobin, ReasonRoundRobinStale, ReasonNoPrefillPool, ReasonKVAware, ReasonConditionalBypass}
+var Reasons = []string{ReasonLoad, ReasonRoundRobin, ReasonRoundRobinStale, ReasonNoPrefillPool, ReasonKVAware, ReasonConditionalBypass, ReasonRandom}
 
 // Picker chooses workers. ok is false when no worker in the request's
 // namespaces serves the model: the request then takes standard routing.
@@ -71,6 +73,23 @@ type Picker interface {
 	// Ended tells the picker a pinned request ended without being served
 	// (refused, failed, cancelled), so it no longer counts toward a stall.
 	Ended(req Request, sel Selection)
+}
+
+// Candidate is one rank a pick considered, with its cost when the picker
+// could define one. The recorder stores them beside each selection.
+type Candidate struct {
+	Phase    string // "prefill" or "decode"
+	WorkerID uint64
+	DPRank   uint32
+	Cost     float64
+	Defined  bool // Cost is meaningful
+}
+
+// Explainer is implemented by pickers that can list the candidates of
+// their last pick. The caller must serialise Pick and Candidates (the
+// recorder does): a concurrent pick replaces the list.
+type Explainer interface {
+	Candidates(dst []Candidate) []Candidate
 }
 
 // Holder keeps the active picker; it can be replaced at run time (the
