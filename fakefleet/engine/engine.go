@@ -33,6 +33,10 @@ type Output struct {
 	RequestID  uint64
 	NewTokens  int
 	FirstToken bool
+	// CachedTokens, on the FirstToken output, is how many prompt tokens
+	// the prefix cache served (the last admission's hits before the first
+	// token, if preemption made it recompute).
+	CachedTokens int
 	Finished   bool
 	// Preempted: its KV was dropped; it will recompute from the waiting
 	// queue and then continue generating where it left off.

@@ -120,8 +120,11 @@ func TestPrefixCachingEvents(t *testing.T) {
 	}
 	before := e.Stats()
 	e.Submit(Request{ID: 2, Tokens: tokens(13), MaxTokens: 1}, t0.Add(time.Second))
-	runAll(e)
+	outs := runAll(e)
 	after := e.Stats()
+	if len(outs) != 1 || !outs[0].FirstToken || outs[0].CachedTokens != 8 {
+		t.Fatalf("first-token output %+v, want CachedTokens 8", outs)
+	}
 	if got := after.CachedTokens - before.CachedTokens; got != 8 {
 		t.Fatalf("cached %d tokens, want 8", got)
 	}

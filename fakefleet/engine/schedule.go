@@ -20,6 +20,9 @@ func (e *Engine) complete(out []Output) []Output {
 		}
 		s.generated++
 		o := Output{RequestID: s.req.ID, NewTokens: 1, FirstToken: s.generated == 1}
+		if o.FirstToken {
+			o.CachedTokens = s.hit
+		}
 		if s.generated == s.maxTokens {
 			o.Finished = true
 			e.release(s)
@@ -115,6 +118,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 		e.pool.ref(b)
 	}
 	s.cached, s.computed = hits, start
+	if s.generated == 0 {
+		s.hit = start
+	}
 	e.stats.CachedTokens += uint64(start)
 	e.grow(s, n) // cannot fail: checked above
 	return n, true

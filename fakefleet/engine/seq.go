@@ -20,6 +20,7 @@ type seq struct {
 
 	cached  []*cachedBlock // prompt prefix blocks 0..len-1, pinned
 	private int            // other blocks held
+	hit     int            // prompt tokens the last admission found cached
 }
 
 func newSeq(r Request, blockSize int) *seq {
