@@ -1,0 +1,377 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard/sim/stats"
+)
+
+func readFile(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A hand-made summary so every value in summary.json can be checked exactly.
+func handSummary() stats.Summary {
+	return stats.Summary{
+		DurationS: 10, Requests: 4, Completed: 3, Failed: 1, Good: 2,
+		Statuses:         map[string]int{"rejected": 1},
+		TTFT:             stats.Percentiles{P50: 12.5, P90: 40, P99: 41.25, Mean: 20},
+		ITL:              stats.Percentiles{P50: 1, P90: 2, P99: 3, Mean: 1.5},
+		E2E:              stats.Percentiles{P50: 100, P90: 200, P99: 300, Mean: 150},
+		ThroughputRPS:    0.3,
+		OutputTokensPerS: 30,
+		GoodputRPS:       0.2,
+		GoodputRatio:     0.5,
+		PromptTokens:     400,
+		CachedTokens:     100,
+		HitRatio:         0.25,
+		HitRatioBound:    1.0 / 3,
+		Imbalance:        1.5,
+		Reasons:          map[string]int{"load": 3, "round_robin": 1},
+	}
+}
+
+func TestSummaryJSONSchema(t *testing.T) {
+	c := Comparison{Title: "t", Trace: "mooncake", Fleet: "4 decode", Seed: 1 << 60, Generated: "v1",
+		SLO:     stats.SLO{TTFT: 2 * time.Second, ITL: 50 * time.Millisecond},
+		Pickers: []Run{{Name: "load", Summary: handSummary()}, {Name: "empty"}}}
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	if err := Write(dir, c); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(readFile(t, dir, "summary.json"), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["schema_version"] != 1.0 || got["trace"] != "mooncake" || got["fleet"] != "4 decode" || got["generated"] != "v1" {
+		t.Errorf("top level: %v", got)
+	}
+	slo := got["slo"].(map[string]any)
+	if slo["ttft_ms"] != 2000.0 || slo["itl_ms"] != 50.0 {
+		t.Errorf("slo %v", slo)
+	}
+	if order := got["picker_order"].([]any); len(order) != 2 || order[0] != "load" || order[1] != "empty" {
+		t.Errorf("picker_order %v", order)
+	}
+	p := got["pickers"].(map[string]any)["load"].(map[string]any)
+	want := map[string]float64{
+		"requests": 4, "completed": 3, "failed": 1, "good": 2, "duration_s": 10,
+		"throughput_rps": 0.3, "output_tokens_per_s": 30, "goodput_rps": 0.2, "goodput_ratio": 0.5,
+		"prompt_tokens": 400, "cached_tokens": 100,
+		"hit_ratio": 0.25, "hit_ratio_bound": 0.333333, "imbalance": 1.5,
+	}
+	for k, v := range want {
+		if p[k] != v {
+			t.Errorf("%s = %v, want %v", k, p[k], v)
+		}
+	}
+	for metric, vals := range map[string][4]float64{"ttft_ms": {12.5, 40, 41.25, 20}, "itl_ms": {1, 2, 3, 1.5}, "e2e_ms": {100, 200, 300, 150}} {
+		m := p[metric].(map[string]any)
+		for i, k := range []string{"p50", "p90", "p99", "mean"} {
+			if m[k] != vals[i] {
+				t.Errorf("%s.%s = %v, want %v", metric, k, m[k], vals[i])
+			}
+		}
+	}
+	if r := p["reasons"].(map[string]any); r["load"] != 3.0 || r["round_robin"] != 1.0 {
+		t.Errorf("reasons %v", r)
+	}
+	if s := p["statuses"].(map[string]any); s["rejected"] != 1.0 {
+		t.Errorf("statuses %v", s)
+	}
+	// An empty run still has every key, with zeros and empty objects (never null).
+	e := got["pickers"].(map[string]any)["empty"].(map[string]any)
+	if len(e) != len(p) {
+		t.Errorf("empty run has %d keys, full run %d", len(e), len(p))
+	}
+	for k, v := range e {
+		if v == nil {
+			t.Errorf("empty run: %s is null", k)
+		}
+	}
+	// The seed survives exactly (as a JSON number, decoded without float rounding).
+	var seed struct{ Seed uint64 }
+	if err := json.Unmarshal(readFile(t, dir, "summary.json"), &seed); err != nil || seed.Seed != 1<<60 {
+		t.Errorf("seed %d %v", seed.Seed, err)
+	}
+	// Series stay out of summary.json.
+	for _, k := range []string{"Series", "series", "cdf", "Points"} {
+		if bytes.Contains(readFile(t, dir, "summary.json"), []byte(k)) {
+			t.Errorf("summary.json mentions %q", k)
+		}
+	}
+}
+
+func TestSummaryJSONFromCollectorRuns(t *testing.T) {
+	c := comparison()
+	js, err := SummaryJSON(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Pickers map[string]struct {
+			Requests int
+			TTFT     struct{ P50, P90, P99 float64 } `json:"ttft_ms"`
+			HitRatio float64                         `json:"hit_ratio"`
+			Bound    float64                         `json:"hit_ratio_bound"`
+			Imb      float64                         `json:"imbalance"`
+		}
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pickers) != len(c.Pickers) {
+		t.Fatalf("%d pickers", len(got.Pickers))
+	}
+	for _, r := range c.Pickers {
+		g := got.Pickers[r.Name]
+		if g.Requests != r.Summary.Requests || !close6(g.TTFT.P99, r.Summary.TTFT.P99) || !close6(g.HitRatio, r.Summary.HitRatio) ||
+			!close6(g.Bound, r.Summary.HitRatioBound) || !close6(g.Imb, r.Summary.Imbalance) {
+			t.Errorf("%s: %+v vs %+v", r.Name, g, r.Summary)
+		}
+		if g.Requests == 0 || g.TTFT.P50 <= 0 || g.TTFT.P50 > g.TTFT.P90 || g.TTFT.P90 > g.TTFT.P99 || g.Imb < 1 {
+			t.Errorf("%s: implausible %+v", r.Name, g)
+		}
+	}
+}
+
+func close6(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+func TestNonFiniteBecomesZero(t *testing.T) {
+	s := handSummary()
+	s.HitRatio = nan()
+	s.TTFT.P99 = inf()
+	js, err := SummaryJSON(Comparison{Pickers: []Run{{Name: "x", Summary: s}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js, []byte(`"hit_ratio": 0,`)) || !bytes.Contains(js, []byte(`"p99": 0,`)) {
+		t.Errorf("non-finite values not zeroed:\n%s", js)
+	}
+	s.Series.TTFT = []stats.Point{{X: nan(), Y: 0.5}, {X: 3, Y: inf()}}
+	h := string(HTML(Comparison{Pickers: []Run{{Name: "x", Summary: s}}}))
+	noNaN(t, h)
+}
+
+func nan() float64 { z := 0.0; return z / z }
+func inf() float64 { z := 0.0; return 1 / z }
+
+// elements walks a document and returns every element with its attributes and the aria-label of
+// the enclosing svg.
+type element struct {
+	name, svg string
+	attrs     map[string]string
+}
+
+func elements(t *testing.T, doc []byte) []element {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(doc))
+	d.Strict = true
+	var out []element
+	svg := ""
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("index.html is not well-formed: %v", err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			attrs := map[string]string{}
+			for _, a := range e.Attr {
+				attrs[a.Name.Local] = a.Value
+			}
+			if e.Name.Local == "svg" {
+				svg = attrs["aria-label"]
+			}
+			out = append(out, element{name: e.Name.Local, svg: svg, attrs: attrs})
+		case xml.EndElement:
+			if e.Name.Local == "svg" {
+				svg = ""
+			}
+		}
+	}
+}
+
+func TestIndexHTML(t *testing.T) {
+	c := comparison()
+	dir := t.TempDir()
+	if err := Write(dir, c); err != nil {
+		t.Fatal(err)
+	}
+	doc := readFile(t, dir, "index.html")
+	s := string(doc)
+	noNaN(t, s)
+	for _, bad := range []string{"<script", "src=", "href=\"http", "url(", "@import", "random <b>", "<synthetic>"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("index.html contains %q", bad)
+		}
+	}
+	if !strings.Contains(s, "random &lt;b&gt;") || !strings.Contains(s, "Pickers on &lt;synthetic&gt; &amp; co") {
+		t.Error("names not escaped")
+	}
+	els := elements(t, doc)
+	lines := map[string]map[string]int{} // svg -> series -> polylines
+	bars := map[string]int{}
+	for _, e := range els {
+		if e.name == "polyline" {
+			if lines[e.svg] == nil {
+				lines[e.svg] = map[string]int{}
+			}
+			lines[e.svg][e.attrs["data-series"]]++
+		}
+		if e.name == "rect" && e.attrs["class"] == "bar" {
+			bars[e.attrs["data-series"]]++
+		}
+	}
+	for _, chart := range []string{"Time to first token", "Inter-token latency (per-request mean)", "End-to-end latency"} {
+		got := lines[chart]
+		if len(got) != len(c.Pickers) {
+			t.Errorf("%s: series %v, want one per picker", chart, got)
+		}
+		for _, r := range c.Pickers {
+			if got[r.Name] != 1 {
+				t.Errorf("%s: %d lines for %q", chart, got[r.Name], r.Name)
+			}
+		}
+	}
+	hit := lines["Hit ratio over time (cumulative)"]
+	for _, r := range c.Pickers {
+		if hit[r.Name] != 1 {
+			t.Errorf("hit chart: %d lines for %q", hit[r.Name], r.Name)
+		}
+	}
+	// The fixture's pickers see different bounds: one dashed bound line each.
+	if hit["load bound"] != 1 || hit["kv|aware bound"] != 1 {
+		t.Errorf("hit chart bound lines: %v", hit)
+	}
+	// Four workers: lines; twelve: a heatmap.
+	if got := lines["load: active KV blocks per worker"]; len(got) != 4 || got["decode-0"] != 1 {
+		t.Errorf("load worker chart: %v", got)
+	}
+	if got := lines["random <b>: active KV blocks per worker"]; len(got) != 0 {
+		t.Errorf("12 workers should be a heatmap, got lines %v", got)
+	}
+	if !strings.Contains(s, `aria-label="random &lt;b&gt;: active KV blocks per worker"`) {
+		t.Error("heatmap missing")
+	}
+	for _, r := range c.Pickers {
+		if bars[r.Name] != 3 { // three reasons in the fixture
+			t.Errorf("%d reason bars for %q, want 3", bars[r.Name], r.Name)
+		}
+	}
+	if !strings.Contains(s, `id="definitions"`) {
+		t.Error("no definitions section")
+	}
+}
+
+func TestSameBoundIsOneLine(t *testing.T) {
+	a, b := handSummary(), handSummary()
+	a.Series.HitRatio = []stats.Point{{X: 1, Y: 0.1}, {X: 5, Y: 0.2}}
+	b.Series.HitRatio = []stats.Point{{X: 2, Y: 0.3}}
+	h := HTML(Comparison{Pickers: []Run{{Name: "a", Summary: a}, {Name: "b", Summary: b}}})
+	var bounds, dashed int
+	for _, e := range elements(t, h) {
+		if e.svg == "Hit ratio over time (cumulative)" && e.name == "polyline" {
+			if e.attrs["data-series"] == "infinite-cache bound" {
+				bounds++
+			}
+			if e.attrs["stroke-dasharray"] != "" {
+				dashed++
+			}
+		}
+	}
+	if bounds != 1 || dashed != 1 {
+		t.Errorf("%d bound lines, %d dashed; want 1 and 1", bounds, dashed)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	d1, d2 := t.TempDir(), t.TempDir()
+	if err := Write(d1, comparison()); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(d2, comparison()); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"index.html", "summary.md", "summary.json"} {
+		if !bytes.Equal(readFile(t, d1, f), readFile(t, d2, f)) {
+			t.Errorf("%s differs between identical runs", f)
+		}
+	}
+}
+
+func TestSummaryMarkdown(t *testing.T) {
+	c := comparison()
+	md := string(SummaryMarkdown(c))
+	for _, want := range []string{"| kv\\|aware | 1500 |", "| random \\<b\\> |", "Seed: 42", "SLO: TTFT ≤ 800 ms, ITL ≤ 40 ms", "index.html#definitions"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, md)
+		}
+	}
+	rows := 0
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| picker") {
+			rows++
+			if n := strings.Count(strings.ReplaceAll(l, "\\|", ""), "|"); n != 14 {
+				t.Errorf("row has %d cell separators, want 14: %s", n, l)
+			}
+		}
+	}
+	if rows != len(c.Pickers) {
+		t.Errorf("%d rows, want %d", rows, len(c.Pickers))
+	}
+}
+
+func TestInvalidComparison(t *testing.T) {
+	for _, c := range []Comparison{
+		{Pickers: []Run{{Name: ""}}},
+		{Pickers: []Run{{Name: "a"}, {Name: "a"}}},
+	} {
+		dir := filepath.Join(t.TempDir(), "out")
+		if err := Write(dir, c); err == nil {
+			t.Errorf("%+v: no error", c.Pickers)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("invalid comparison created %s", dir)
+		}
+		if _, err := SummaryJSON(c); err == nil {
+			t.Errorf("SummaryJSON accepted %+v", c.Pickers)
+		}
+	}
+}
+
+func TestEmptyComparison(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(dir, Comparison{}); err != nil {
+		t.Fatal(err)
+	}
+	doc := readFile(t, dir, "index.html")
+	elements(t, doc)
+	noNaN(t, string(doc))
+	if strings.Count(string(doc), "no data") < 5 {
+		t.Errorf("empty report should say no data in every chart")
+	}
+	var got map[string]any
+	if err := json.Unmarshal(readFile(t, dir, "summary.json"), &got); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := got["pickers"].(map[string]any); !ok || len(p) != 0 {
+		t.Errorf("pickers = %v", got["pickers"])
+	}
+}
