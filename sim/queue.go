@@ -5,7 +5,6 @@
 package sim
 
 import (
-	"container/heap"
 	"time"
 
 	"switchyard/router/clock"
@@ -14,41 +13,75 @@ import (
 // Action is what happens when an event fires. It may schedule more events.
 type Action func(now time.Time)
 
+// item times are nanoseconds since the loop's start: integer compares,
+// and no pointer besides the action for the collector to scan.
 type item struct {
-	at  time.Time
+	at  int64
 	seq uint64
 	run Action
 }
 
+// items is a binary min-heap by (at, seq). Hand-written rather than
+// container/heap, whose interface boxes every pushed and popped item.
 type items []item
 
-func (q items) Len() int { return len(q) }
-func (q items) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
+func (q items) less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
 	}
 	return q[i].seq < q[j].seq
 }
-func (q items) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *items) Push(x any)   { *q = append(*q, x.(item)) }
-func (q *items) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return it
+
+func (q *items) push(it item) {
+	*q = append(*q, it)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *items) pop() item {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = item{} // drop the action reference
+	h = h[:last]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < len(h) && h.less(l, small) {
+			small = l
+		}
+		if r := l + 1; r < len(h) && h.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		h[i], h[small] = h[small], h[i]
+		i = small
+	}
+	*q = h
+	return top
 }
 
 // Loop is the event loop of one run: a queue and the virtual clock it
 // drives. Not safe for concurrent use; a run is single-threaded.
 type Loop struct {
 	Clock *clock.Virtual
+	start time.Time
 	q     items
 	seq   uint64
 	fired uint64
 }
 
 // NewLoop starts a loop with its clock at start.
-func NewLoop(start time.Time) *Loop { return &Loop{Clock: clock.NewVirtual(start)} }
+func NewLoop(start time.Time) *Loop { return &Loop{Clock: clock.NewVirtual(start), start: start} }
 
 // At schedules run at t; a time in the past runs at the current time.
 func (l *Loop) At(t time.Time, run Action) {
@@ -56,7 +89,7 @@ func (l *Loop) At(t time.Time, run Action) {
 		t = now
 	}
 	l.seq++
-	heap.Push(&l.q, item{at: t, seq: l.seq, run: run})
+	l.q.push(item{at: int64(t.Sub(l.start)), seq: l.seq, run: run})
 }
 
 // After schedules run d after the current time.
@@ -74,17 +107,18 @@ func (l *Loop) Step() bool {
 	if len(l.q) == 0 {
 		return false
 	}
-	it := heap.Pop(&l.q).(item)
-	l.Clock.AdvanceTo(it.at)
+	it := l.q.pop()
+	at := l.start.Add(time.Duration(it.at))
+	l.Clock.AdvanceTo(at)
 	l.fired++
-	it.run(it.at)
+	it.run(at)
 	return true
 }
 
 // RunUntil runs events up to and including end (or until the queue is
 // empty), then leaves the clock at end if it got there.
 func (l *Loop) RunUntil(end time.Time) {
-	for len(l.q) > 0 && !l.q[0].at.After(end) {
+	for horizon := int64(end.Sub(l.start)); len(l.q) > 0 && l.q[0].at <= horizon; {
 		l.Step()
 	}
 	l.Clock.AdvanceTo(end)

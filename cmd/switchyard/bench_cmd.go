@@ -1,0 +1,195 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"switchyard/internal/progress"
+	"switchyard/reports"
+	"switchyard/sim"
+	"switchyard/sim/stats"
+)
+
+func init() { register(newBenchCmd) }
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Offline benchmarks of the routing core",
+	}
+	cmd.AddCommand(newBenchPickersCmd())
+	return cmd
+}
+
+type benchPickersFlags struct {
+	trace, fleet, out, pickers string
+	workers, limit, parallel   int
+	seed                       uint64
+	speedup                    float64
+	sloTTFT, sloITL            sim.Duration
+}
+
+func newBenchPickersCmd() *cobra.Command {
+	var f benchPickersFlags
+	cmd := &cobra.Command{
+		Use:   "pickers --trace FILE (--fleet FILE | --workers N) --pickers round_robin,random,load",
+		Short: "Compare pickers on a trace in the simulator and write a report folder",
+		Long: "Replay a Mooncake JSONL trace against a simulated fleet once per picker (same seed,\n" +
+			"same arrivals, same prompts) and write index.html (charts), summary.md and\n" +
+			"summary.json (docs/reports.md) to --out. --workers N simulates N aggregated\n" +
+			"workers with the default engine model; --fleet FILE takes the fleet, network and\n" +
+			"SLOs of a scenario file (its workload is replaced by the trace).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchPickers(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.trace, "trace", "", "Mooncake JSONL trace")
+	fl.StringVar(&f.fleet, "fleet", "", "scenario file whose fleet, network and SLOs to use")
+	fl.IntVar(&f.workers, "workers", 0, "simulate N aggregated workers (instead of --fleet)")
+	fl.StringVar(&f.pickers, "pickers", "round_robin,random,load", "comma-separated pickers to compare")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed for ids, network draws and the random picker")
+	fl.StringVar(&f.out, "out", "", "report folder (default reports/pickers-<trace name>)")
+	fl.IntVar(&f.limit, "limit", 0, "replay only the first N requests of the trace")
+	fl.Float64Var(&f.speedup, "speedup", 1, "divide the trace's timestamps by this")
+	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "pickers simulated at once")
+	f.sloTTFT, f.sloITL = sim.Duration(2e9), sim.Duration(1e8)
+	fl.Var(durationFlag{&f.sloTTFT}, "slo-ttft", "TTFT bound for goodput (unless the fleet file sets one)")
+	fl.Var(durationFlag{&f.sloITL}, "slo-itl", "ITL bound for goodput (unless the fleet file sets one)")
+	_ = cmd.MarkFlagRequired("trace")
+	return cmd
+}
+
+// durationFlag lets a sim.Duration be a flag.
+type durationFlag struct{ d *sim.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.Std().String()
+}
+func (f durationFlag) Type() string { return "duration" }
+func (f durationFlag) Set(s string) error {
+	var d sim.Duration
+	if err := d.Set(s); err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
+	if (f.fleet == "") == (f.workers == 0) {
+		return &exitError{1, fmt.Errorf("give exactly one of --fleet FILE and --workers N")}
+	}
+	names := strings.Split(f.pickers, ",")
+	base, err := benchScenario(f)
+	if err != nil {
+		return &exitError{1, err}
+	}
+	scs := make([]*sim.Scenario, len(names))
+	for i, name := range names {
+		sc := *base
+		sc.Picker = strings.TrimSpace(name)
+		if err := sc.Validate(); err != nil {
+			return &exitError{1, err}
+		}
+		scs[i] = &sc
+	}
+	perRun := base.ExpectedRequests()
+	bar := progress.New(stderr, int64(perRun*len(names)), fmt.Sprintf("simulating %d pickers", len(names)))
+	results := make([]*simResult, len(names))
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, max(f.parallel, 1))
+	var wg sync.WaitGroup
+	for i := range scs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = simulate(scs[i], simulateOptions{bar: bar})
+		}()
+	}
+	wg.Wait()
+	bar.Finish()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("picker %s: %w", names[i], err)
+		}
+	}
+	out := f.out
+	if out == "" {
+		out = filepath.Join("reports", "pickers-"+strings.TrimSuffix(filepath.Base(f.trace), filepath.Ext(f.trace)))
+	}
+	fleetDesc := fmt.Sprintf("%d aggregated workers (default engine model)", f.workers)
+	if f.fleet != "" {
+		fleetDesc = describeFleet(base)
+	}
+	cmp := reports.Comparison{Title: "Picker comparison", Trace: filepath.Base(f.trace), Fleet: fleetDesc, Seed: f.seed,
+		Generated: "switchyard " + version, SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}}
+	for i, r := range results {
+		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: names[i], Summary: r.Stats})
+	}
+	if err := reports.Write(out, cmp); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%-12s %9s %9s %9s %9s %9s %9s %10s\n", "picker", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "hit", "bound", "imbalance")
+	for i, r := range results {
+		s := r.Stats
+		fmt.Fprintf(stdout, "%-12s %9.1f %9.1f %9.2f %9.1f %9.3f %9.3f %10.2f\n", names[i], s.TTFT.P50, s.TTFT.P99, s.ITL.P50, s.E2E.P99,
+			s.HitRatio, s.HitRatioBound, s.Imbalance)
+	}
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(out, "index.html"))
+	return nil
+}
+
+// benchScenario is the scenario every picker runs: the fleet file's (or N
+// aggregated workers), with the trace as its workload.
+func benchScenario(f benchPickersFlags) (*sim.Scenario, error) {
+	var sc *sim.Scenario
+	if f.fleet != "" {
+		var err error
+		if sc, err = sim.LoadScenario(f.fleet); err != nil {
+			return nil, err
+		}
+	} else {
+		if f.workers < 1 || f.workers > sim.MaxWorkers {
+			return nil, fmt.Errorf("--workers must be in 1..%d", sim.MaxWorkers)
+		}
+		sc = &sim.Scenario{Fleet: []sim.WorkerGroup{{Role: "aggregated", Count: f.workers}}}
+	}
+	abs, err := filepath.Abs(f.trace)
+	if err != nil {
+		return nil, err
+	}
+	sc.Seed = f.seed
+	sc.Faults = nil
+	sc.Workload = sim.Workload{Trace: &sim.TraceSpec{Path: abs, Speedup: f.speedup, Limit: f.limit}}
+	if sc.SLO.TTFT == 0 {
+		sc.SLO.TTFT = f.sloTTFT
+	}
+	if sc.SLO.ITL == 0 {
+		sc.SLO.ITL = f.sloITL
+	}
+	if _, err := sim.Normalize(sc); err != nil {
+		return nil, err
+	}
+	return sc, sc.Validate()
+}
+
+func describeFleet(sc *sim.Scenario) string {
+	var parts []string
+	for _, g := range sc.Fleet {
+		parts = append(parts, fmt.Sprintf("%d %s", g.Count, g.Role))
+	}
+	return strings.Join(parts, " + ")
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"switchyard/internal/progress"
+	"switchyard/recorder"
+	"switchyard/sim"
+	"switchyard/sim/stats"
+)
+
+func init() { register(newSimCmd) }
+
+func newSimCmd() *cobra.Command {
+	var (
+		path, record, pickerName string
+		asJSON                   bool
+		logs                     logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "sim --scenario FILE [--record out.db]",
+		Short: "Simulate a scenario: the routing core against a fake fleet in virtual time",
+		Long: "Run the scenario in FILE (docs/simulation.md): the production routing core, fed by\n" +
+			"engine-model workers through the same discovery records and load frames as live,\n" +
+			"in virtual time. The same scenario and seed give the same run, byte for byte.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logs.logger()
+			if err != nil {
+				return err
+			}
+			sc, err := sim.LoadScenario(path)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			if pickerName != "" {
+				sc.Picker = pickerName
+				if err := sc.Validate(); err != nil {
+					return &exitError{1, err}
+				}
+			}
+			res, err := simulate(sc, simulateOptions{record: record, log: log, progress: cmd.ErrOrStderr()})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			res.print(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "scenario", "", "scenario file (YAML)")
+	cmd.Flags().StringVar(&record, "record", "", "record the run to this SQLite file")
+	cmd.Flags().StringVar(&pickerName, "picker", "", "override the scenario's picker")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	_ = cmd.MarkFlagRequired("scenario")
+	logs.add(cmd)
+	return cmd
+}
+
+type simulateOptions struct {
+	record   string
+	log      *slog.Logger
+	progress io.Writer
+	// bar, when set, is shared by several runs (bench pickers).
+	bar *progress.Bar
+}
+
+// simResult is a run's summary as the sim command prints it.
+type simResult struct {
+	Scenario string        `json:"scenario"`
+	Picker   string        `json:"picker"`
+	Seed     uint64        `json:"seed"`
+	Run      sim.Summary   `json:"run"`
+	Stats    stats.Summary `json:"stats"`
+	WallMS   float64       `json:"wall_ms"`
+	// Speedup is simulated time over wall time.
+	Speedup   float64         `json:"speedup"`
+	Recording *recorder.Stats `json:"recording,omitempty"`
+}
+
+// simulate runs one scenario, optionally recording it, and summarises it.
+func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
+	var tap sim.Tap
+	var w *recorder.Writer
+	if o.record != "" {
+		var err error
+		w, err = recorder.Create(o.record, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Version: version,
+			Picker: sc.Picker, Start: time.Now()}, recorder.Options{Block: true})
+		if err != nil {
+			return nil, err
+		}
+		tap = w
+	}
+	col := stats.NewCollector(stats.SLO{TTFT: sc.SLO.TTFT.Std(), ITL: sc.SLO.ITL.Std()})
+	bar := o.bar
+	own := bar == nil && o.progress != nil
+	if own {
+		bar = progress.New(o.progress, int64(sc.ExpectedRequests()), "simulating "+sc.Picker)
+	}
+	last := 0
+	run, err := sim.New(sc, sim.Options{Tap: tap, Log: o.log, Observer: sim.Collect(col), Progress: func(n int) {
+		if bar != nil {
+			bar.Add(int64(n - last))
+		}
+		last = n
+	}})
+	if err != nil {
+		if w != nil {
+			_, _ = w.Close()
+		}
+		return nil, err
+	}
+	start := time.Now()
+	sum, err := run.Execute()
+	wall := time.Since(start)
+	if own {
+		bar.Finish()
+	}
+	res := &simResult{Scenario: sc.Name, Picker: sc.Picker, Seed: sc.Seed, Run: sum, Stats: col.Summary(sum.Virtual),
+		WallMS: float64(wall) / 1e6}
+	if wall > 0 {
+		res.Speedup = float64(sum.Virtual) / float64(wall)
+	}
+	if w != nil {
+		st, cerr := w.Close()
+		res.Recording = &st
+		if err == nil {
+			err = cerr
+		}
+	}
+	return res, err
+}
+
+func (r *simResult) print(out io.Writer) {
+	s := r.Stats
+	fmt.Fprintf(out, "picker %s, seed %d: %d requests (%d served, %d failed, %d refused) over %v simulated in %.0f ms (%.0f× real time)\n",
+		r.Picker, r.Seed, r.Run.Requests, r.Run.Served, r.Run.Failed, r.Run.Refused, r.Run.Virtual.Round(time.Millisecond), r.WallMS, r.Speedup)
+	fmt.Fprintf(out, "  TTFT ms  p50 %8.1f  p90 %8.1f  p99 %8.1f\n", s.TTFT.P50, s.TTFT.P90, s.TTFT.P99)
+	fmt.Fprintf(out, "  ITL ms   p50 %8.2f  p90 %8.2f  p99 %8.2f\n", s.ITL.P50, s.ITL.P90, s.ITL.P99)
+	fmt.Fprintf(out, "  E2E ms   p50 %8.1f  p90 %8.1f  p99 %8.1f\n", s.E2E.P50, s.E2E.P90, s.E2E.P99)
+	fmt.Fprintf(out, "  hit ratio %.3f (infinite-cache bound %.3f), imbalance %.2f, goodput %.1f%%, %d load messages\n",
+		s.HitRatio, s.HitRatioBound, s.Imbalance, 100*s.GoodputRatio, r.Run.LoadMessages)
+	if r.Recording != nil {
+		var written, dropped uint64
+		for _, n := range r.Recording.Written {
+			written += n
+		}
+		for _, n := range r.Recording.Dropped {
+			dropped += n
+		}
+		fmt.Fprintf(out, "  recorded %d records (%d dropped)\n", written, dropped)
+	}
+}

@@ -1,0 +1,44 @@
+package sim
+
+import (
+	"os"
+	"testing"
+)
+
+const mooncakePath = "../../shared/data/traces/mooncake_conversation_trace.jsonl"
+
+// BenchmarkMooncakeTrace simulates the whole Mooncake conversation trace
+// (12,031 requests) on 16 aggregated engine-model workers under the
+// load-based picker, recording nothing.
+func BenchmarkMooncakeTrace(b *testing.B) {
+	if _, err := os.Stat(mooncakePath); err != nil {
+		b.Skipf("trace not present: %v", err)
+	}
+	sc, err := ParseScenario([]byte(`
+seed: 1
+fleet:
+  - {role: aggregated, count: 16}
+workload:
+  trace: {path: ` + mooncakePath + `}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		r, err := New(sc, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := r.Execute()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.Served != 12031 {
+			b.Fatalf("served %d of %d (%+v)", s.Served, s.Requests, s)
+		}
+		b.ReportMetric(float64(s.Requests)/b.Elapsed().Seconds()*float64(i+1)/float64(i+1), "req/s")
+		b.ReportMetric(s.Virtual.Seconds(), "sim-s")
+		b.ReportMetric(float64(s.LoadMessages), "load-msgs")
+	}
+}

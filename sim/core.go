@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"io"
+	"log/slog"
+	"time"
+
+	"switchyard/recorder"
+	"switchyard/router/discovery"
+	"switchyard/router/eventplane"
+	"switchyard/router/events"
+	"switchyard/router/load"
+	"switchyard/router/picker"
+)
+
+// Tap receives every input the core applies and every decision it makes,
+// in order. *recorder.Writer implements it; nil records nothing.
+type Tap interface {
+	Discovery(ev events.Event)
+	Published(p recorder.Published)
+	LoadConnected(ev events.LoadConnected)
+	LoadMessage(ev *events.LoadMessage, result eventplane.Result)
+	Request(r recorder.Request)
+	Selection(s recorder.Selection)
+	Ended(e recorder.Ended)
+	Outcome(o recorder.Outcome)
+}
+
+// Core is the production routing core assembled for one single-threaded
+// run: the discovery reducer and registry, the load store and a picker,
+// exactly the objects the live router uses, fed events instead of
+// sockets. The simulator drives it, and so does replay, which is why
+// discovery is folded (ApplyDiscovery) and published (Publish) in two
+// steps: a recording marks where each publish happened.
+type Core struct {
+	reducer  *discovery.Reducer
+	registry *discovery.Registry
+	store    *load.Store
+	picker   picker.Picker
+	explain  picker.Explainer
+	tap      Tap
+
+	loadResults map[eventplane.Result]uint64
+	reasons     map[string]uint64
+	cands       []picker.Candidate
+}
+
+// CoreOptions configure a core.
+type CoreOptions struct {
+	Picker       string
+	Seed         uint64 // the random picker's seed
+	MaxStaleness time.Duration
+	Tap          Tap
+	Log          *slog.Logger
+}
+
+// NewCore assembles a core.
+func NewCore(o CoreOptions) (*Core, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Core{registry: discovery.NewRegistry(), tap: o.Tap,
+		loadResults: map[eventplane.Result]uint64{}, reasons: map[string]uint64{}}
+	c.reducer = discovery.NewReducer(log, nil)
+	c.store = load.NewStore(func(r eventplane.Result) { c.loadResults[r]++ })
+	if o.MaxStaleness > 0 {
+		c.store.SetMaxStaleness(o.MaxStaleness)
+	}
+	p, err := picker.New(o.Picker, c.store, o.Seed, func(role, reason string) { c.reasons[role+"/"+reason]++ })
+	if err != nil {
+		return nil, err
+	}
+	c.picker = p
+	c.explain, _ = p.(picker.Explainer)
+	return c, nil
+}
+
+// Snapshot is the registry's current snapshot.
+func (c *Core) Snapshot() *discovery.Snapshot { return c.registry.Snapshot() }
+
+// Store is the load store.
+func (c *Core) Store() *load.Store { return c.store }
+
+// LoadResults counts kv_metrics messages by decode result.
+func (c *Core) LoadResults() map[eventplane.Result]uint64 { return c.loadResults }
+
+// ApplyDiscovery folds one discovery event into the reducer; the registry
+// does not move until Publish.
+func (c *Core) ApplyDiscovery(ev events.Event) {
+	if c.tap != nil {
+		c.tap.Discovery(ev)
+	}
+	c.reducer.Apply(ev)
+}
+
+// Publish publishes the reducer's view; when the generation moves, the
+// load store's admission gate follows at once and the publish is
+// recorded. It returns the current generation.
+func (c *Core) Publish(at time.Time) uint64 {
+	gen, moved := c.registry.Publish(c.reducer.View(), at)
+	if moved {
+		snap := c.registry.Snapshot()
+		c.store.SetLive(snap)
+		if c.tap != nil {
+			c.tap.Published(recorder.Published{At: at, Generation: gen, Workers: len(snap.Workers)})
+		}
+	}
+	return gen
+}
+
+// Discovery applies a batch as a watch response would, then publishes.
+func (c *Core) Discovery(batch []events.Event) {
+	if len(batch) == 0 {
+		return
+	}
+	for _, ev := range batch {
+		c.ApplyDiscovery(ev)
+	}
+	c.Publish(batch[len(batch)-1].Time())
+}
+
+// LoadConnected reports a (re)connected kv_metrics subscription.
+func (c *Core) LoadConnected(ev events.LoadConnected) {
+	if c.tap != nil {
+		c.tap.LoadConnected(ev)
+	}
+	c.store.Connected(ev)
+}
+
+// LoadMessage applies one kv_metrics message.
+func (c *Core) LoadMessage(ev *events.LoadMessage) eventplane.Result {
+	res := c.store.Apply(ev)
+	if c.tap != nil {
+		c.tap.LoadMessage(ev, res)
+	}
+	return res
+}
+
+// Arrival describes a request as it reaches the router.
+type Arrival struct {
+	Req       picker.Request
+	Tokens    []uint32
+	MaxTokens int
+	Session   uint64
+	Route     string
+}
+
+// Pick records the request, asks the picker, and records the selection
+// with its candidates.
+func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
+	snap := c.registry.Snapshot()
+	if c.tap != nil {
+		c.tap.Request(recorder.Request{At: a.Req.Now, RequestID: a.Req.ID, Model: a.Req.Model, Namespaces: a.Req.Namespaces,
+			PromptTokens: a.Req.PromptTokens, MaxTokens: a.MaxTokens, Generation: snap.Generation, Tokens: a.Tokens,
+			Session: a.Session, Route: a.Route})
+	}
+	sel, ok := c.picker.Pick(a.Req, snap)
+	if c.tap != nil {
+		c.cands = c.cands[:0]
+		if ok && c.explain != nil {
+			c.cands = c.explain.Candidates(c.cands)
+		}
+		c.tap.Selection(recorder.Selection{At: a.Req.Now, RequestID: a.Req.ID, OK: ok, Sel: sel, Candidates: c.cands})
+	}
+	return sel, ok
+}
+
+// Ended tells the picker a pinned request ended unserved.
+func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
+	if c.tap != nil {
+		c.tap.Ended(recorder.Ended{At: at, RequestID: req.ID, Reason: reason})
+	}
+	c.picker.Ended(req, sel)
+}
+
+// Outcome records how a request ended; the core itself does not use it.
+func (c *Core) Outcome(o recorder.Outcome) {
+	if c.tap != nil {
+		c.tap.Outcome(o)
+	}
+}

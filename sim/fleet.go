@@ -1,0 +1,253 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"switchyard/fakefleet/engine"
+	"switchyard/fakefleet/publish"
+	"switchyard/fakefleet/registrar"
+	"switchyard/fakefleet/wire"
+	"switchyard/router/discovery"
+	"switchyard/router/events"
+)
+
+// worker is one simulated Dynamo worker: its discovery records, a
+// kv_metrics publisher and one engine per data-parallel rank. It does in
+// virtual time what fakefleet's live workers do on the wall clock, through
+// the same engine model and the same wire encoders.
+type worker struct {
+	run       *Run
+	index     int
+	label     string
+	group     *WorkerGroup
+	role      string
+	component string
+	id        uint64 // instance id (a lease id, live)
+	fields    publish.Fields
+	ranks     []*rank
+
+	pub     publisher
+	records map[string][]byte // what the worker has written, by key
+
+	alive   bool
+	stalled bool
+	// Engine time is virtual time minus every stall so far, so a stalled
+	// engine's timeline freezes instead of catching up on resume.
+	offset    time.Duration
+	stalledAt time.Time
+}
+
+// publisher is one incarnation of the worker's kv_metrics PUB socket.
+type publisher struct {
+	id       uint64
+	seq      uint64
+	endpoint string
+	// subscribed: the router's subscription to this incarnation is live;
+	// earlier messages were lost (ZMQ slow joiner).
+	subscribed bool
+}
+
+// rank is one engine and its step timer.
+type rank struct {
+	w    *worker
+	idx  uint32
+	eng  *engine.Engine
+	jobs map[uint64]*job
+
+	// One live step timer: a superseded one still fires, finds the time
+	// is not timerAt, and does nothing. fire and flushFn are bound once so
+	// scheduling allocates nothing.
+	timerSet bool
+	timerAt  time.Time
+	fire     Action
+	flushFn  Action
+
+	last         publish.Load
+	flushPending bool
+}
+
+// job is a request's hop on one rank.
+type job struct {
+	req     *request
+	prefill bool // the prefill hop of a disaggregated request
+}
+
+const jsonSafeMask = 1<<53 - 1
+
+func newWorker(r *Run, index int, g *WorkerGroup) *worker {
+	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true}
+	w.component = g.Role
+	if g.Role == "aggregated" {
+		w.component = "backend"
+	}
+	w.label = fmt.Sprintf("w%02d-%s", index, g.Role[:3])
+	for _, f := range g.LoadFields {
+		switch f {
+		case "active_decode_blocks":
+			w.fields.ActiveDecodeBlocks = true
+		case "active_prefill_tokens":
+			w.fields.ActivePrefillTokens = true
+		}
+	}
+	// Lease ids are positive int64s; publisher ids are JSON-safe.
+	w.id = r.ids.Uint64()>>1 | 1
+	w.newPublisher()
+	cfg := engine.Config{BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens,
+		MaxNumSeqs: g.MaxNumSeqs, SpeedupRatio: g.SpeedupRatio}
+	for i := 0; i < g.DPSize; i++ {
+		rk := &rank{w: w, idx: uint32(i), eng: engine.New(cfg), jobs: map[uint64]*job{}}
+		rk.fire, rk.flushFn = rk.onTimer, rk.flush
+		w.ranks = append(w.ranks, rk)
+	}
+	w.records = registrar.Records(w.registrarWorker(), w.id)
+	return w
+}
+
+func (w *worker) newPublisher() {
+	w.pub = publisher{id: w.run.ids.Uint64() & jsonSafeMask}
+	w.pub.endpoint = fmt.Sprintf("tcp://10.0.%d.%d:%d", w.index/250, w.index%250+1, 20000+w.run.ids.IntN(40000))
+}
+
+func (w *worker) registrarWorker() registrar.Worker {
+	g, sc := w.group, w.run.sc
+	return registrar.Worker{Namespace: sc.Namespace, Component: w.component, WorkerType: w.role, Model: sc.Model,
+		BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens,
+		MaxNumSeqs: g.MaxNumSeqs, ContextLength: g.ContextLength, DPSize: g.DPSize,
+		Transport: fmt.Sprintf("10.0.%d.%d:9000/%s", w.index/250, w.index%250+1, w.component),
+		Channels:  []registrar.Channel{{Topic: discovery.TopicLoad, PublisherID: w.pub.id, Endpoint: w.pub.endpoint}}}
+}
+
+// kvs returns records as discovery KVs in key order (maps iterate randomly).
+func kvs(records map[string][]byte) []events.KV {
+	keys := make([]string, 0, len(records))
+	for k := range records {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]events.KV, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, events.KV{Keyspace: keyspaceOf(k), Key: k, Value: records[k]})
+	}
+	return out
+}
+
+func keyspaceOf(key string) events.Keyspace {
+	switch {
+	case strings.HasPrefix(key, "v1/instances/"):
+		return events.Instances
+	case strings.HasPrefix(key, "v1/mdc/"):
+		return events.Models
+	}
+	return events.EventChannels
+}
+
+// engineNow is the engine's time at virtual time now.
+func (w *worker) engineNow(now time.Time) time.Time { return now.Add(-w.offset) }
+
+// submit hands a hop to a rank's engine.
+func (rk *rank) submit(j *job, tokens []uint32, maxTokens int, now time.Time) {
+	rk.jobs[j.req.id] = j
+	rk.eng.Submit(engine.Request{ID: j.req.id, Tokens: tokens, MaxTokens: maxTokens, Arrival: now}, rk.w.engineNow(now))
+	rk.changed(now)
+	rk.reschedule()
+}
+
+// reschedule keeps the live timer at the engine's next event.
+func (rk *rank) reschedule() {
+	w := rk.w
+	at, ok := rk.eng.NextEvent()
+	if !ok || !w.alive || w.stalled {
+		rk.timerSet = false
+		return
+	}
+	at = at.Add(w.offset)
+	if rk.timerSet && rk.timerAt.Equal(at) {
+		return
+	}
+	rk.timerSet, rk.timerAt = true, at
+	w.run.loop.At(at, rk.fire)
+}
+
+func (rk *rank) onTimer(now time.Time) {
+	if !rk.timerSet || !now.Equal(rk.timerAt) {
+		return // superseded
+	}
+	rk.timerSet = false
+	rk.step(now)
+}
+
+// step advances the engine to now and hands its outputs to the requests.
+func (rk *rank) step(now time.Time) {
+	outs := rk.eng.Advance(rk.w.engineNow(now))
+	for _, o := range outs {
+		j := rk.jobs[o.RequestID]
+		if j == nil {
+			continue
+		}
+		if o.Finished {
+			delete(rk.jobs, o.RequestID)
+		}
+		j.req.output(rk, j, o, now)
+	}
+	rk.w.run.kvEvents += uint64(len(rk.eng.DrainKVEvents()))
+	rk.changed(now)
+	rk.reschedule()
+}
+
+// changed schedules a debounced publish of the rank's load, if it moved
+// from the last sample (any later move calls changed again).
+func (rk *rank) changed(now time.Time) {
+	if rk.flushPending || rk.w.stalled || !rk.w.alive || rk.load() == rk.last {
+		return
+	}
+	rk.flushPending = true
+	rk.w.run.loop.At(now.Add(rk.w.run.sc.Network.PublishDebounce.Std()), rk.flushFn)
+}
+
+func (rk *rank) load() publish.Load {
+	used, dec, pre := rk.eng.Load()
+	return publish.Load{KVUsedBlocks: used, ActiveDecodeBlocks: dec, ActivePrefillTokens: pre}
+}
+
+// flush publishes the rank's load if it changed since its last sample.
+func (rk *rank) flush(now time.Time) {
+	rk.flushPending = false
+	w := rk.w
+	if w.stalled || !w.alive {
+		return
+	}
+	l := rk.load()
+	if l == rk.last {
+		return
+	}
+	rk.last = l
+	w.run.observeLoad(now, rk, l.KVUsedBlocks)
+	a := wire.ActiveLoad{WorkerID: w.id, DPRank: rk.idx, KVUsedBlocks: wire.U64(l.KVUsedBlocks)}
+	if w.fields.ActiveDecodeBlocks {
+		a.ActiveDecodeBlocks = wire.U64(l.ActiveDecodeBlocks)
+	}
+	if w.fields.ActivePrefillTokens {
+		a.ActivePrefillTokens = wire.U64(l.ActivePrefillTokens)
+	}
+	w.pub.seq++
+	w.run.deliverLoad(w, wire.LoadMessage(w.pub.id, w.pub.seq, a, now), now)
+}
+
+// failJobs ends every request on the worker's ranks (kill, reset).
+func (w *worker) failJobs(now time.Time, why string) {
+	for _, rk := range w.ranks {
+		ids := make([]uint64, 0, len(rk.jobs))
+		for id := range rk.jobs {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			j := rk.jobs[id]
+			delete(rk.jobs, id)
+			j.req.fail(now, why)
+		}
+	}
+}

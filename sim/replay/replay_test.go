@@ -1,0 +1,139 @@
+package replay
+
+import (
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"switchyard/recorder"
+	"switchyard/sim"
+)
+
+const scenarioYAML = `
+seed: 21
+fleet:
+  - {role: prefill, count: 2}
+  - {role: decode, count: 2, kv_transfer_bandwidth: 2e10}
+network: {load_jitter: 2ms, load_loss: 0.02}
+workload:
+  poisson: {rate: 25, count: 400, prompt: {min: 128, max: 3000}, output: {min: 8, max: 96}}
+faults:
+  - {at: 3s, worker: 2, kind: stall}
+  - {at: 6s, worker: 2, kind: resume}
+  - {at: 8s, worker: 3, kind: restart_publisher}
+  - {at: 9s, worker: 3, kind: malformed}
+`
+
+// record simulates the scenario into a recording on disk.
+func record(t *testing.T, src string) string {
+	t.Helper()
+	sc, err := sim.ParseScenario([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.db")
+	w, err := recorder.Create(path, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Picker: sc.Picker, Start: time.Now()},
+		recorder.Options{Block: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sim.New(sc, sim.Options{Tap: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func open(t *testing.T, path string) *recorder.Reader {
+	t.Helper()
+	rd, err := recorder.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	return rd
+}
+
+func TestReplayReproducesEverySelectionOfASimulatedRun(t *testing.T) {
+	rd := open(t, record(t, scenarioYAML))
+	rep, err := Run(rd, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Selections != 400 || !rep.Exact() || rep.Reproduced != 400 || rep.Inputs < 1000 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestAnotherPickerIsJudgedOnItsPins(t *testing.T) {
+	rd := open(t, record(t, scenarioYAML))
+	rep, err := Run(rd, 0, "random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exact() || rep.Reproduced == 0 || rep.Reproduced == rep.Selections || len(rep.Divergences) == 0 {
+		t.Fatalf("random agreed on %d of %d selections, %d divergences listed", rep.Reproduced, rep.Selections, len(rep.Divergences))
+	}
+	if rep.DecodeAgree < rep.Reproduced || rep.PrefillAgree < rep.Reproduced {
+		t.Fatalf("per-pin agreement below whole-selection agreement: %+v", rep)
+	}
+}
+
+func TestReplayNoticesAnAlteredRecording(t *testing.T) {
+	path := record(t, scenarioYAML)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lose a stretch of load samples: the replayed core sees other loads.
+	if _, err := db.Exec(`DELETE FROM load_messages WHERE seq IN (SELECT seq FROM load_messages WHERE kind = 'message' ORDER BY seq LIMIT 300 OFFSET 200)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	rep, err := Run(open(t, path), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exact() {
+		t.Fatalf("a recording missing 300 load samples replayed exactly: %+v", rep)
+	}
+}
+
+func TestRecordingsWithDropsAreRefused(t *testing.T) {
+	path := record(t, scenarioYAML)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO run_drops (run_id, tbl, dropped) VALUES (1, 'load_messages', 3)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Run(open(t, path), 0, ""); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("err = %v, want ErrIncomplete", err)
+	}
+}
+
+func TestCounterfactualUnderTheRecordedPickerReproducesTheOutcomes(t *testing.T) {
+	rd := open(t, record(t, scenarioYAML))
+	cf, err := Counterfactual(rd, 0, "round_robin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Requests != 400 || cf.Recorded.TTFT != cf.Baseline.TTFT || cf.Recorded.E2E != cf.Baseline.E2E {
+		t.Fatalf("baseline differs from the recording:\nrecorded %+v\nbaseline %+v", cf.Recorded.TTFT, cf.Baseline.TTFT)
+	}
+	if cf.Alternative.TTFT == cf.Baseline.TTFT {
+		t.Fatal("round_robin re-simulated to the identical TTFT distribution")
+	}
+}

@@ -1,0 +1,523 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"switchyard/fakefleet/engine"
+	"switchyard/fakefleet/publish"
+	"switchyard/fakefleet/registrar"
+	"switchyard/recorder"
+	"switchyard/router/discovery"
+	"switchyard/router/events"
+	"switchyard/router/picker"
+	"switchyard/sim/workload"
+)
+
+// Epoch is where every simulated clock starts, so recordings carry the
+// same timestamps run after run.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Observer sees a run's results as they happen, so a caller can aggregate
+// without the run holding every request.
+type Observer interface {
+	// Arrived is called for each request as it reaches the router.
+	Arrived(req *workload.Request, blockSize int)
+	// Finished is called once per request when it ends, served or not.
+	Finished(r Result)
+	// Load is called when a rank's KV blocks in use change (at publish).
+	Load(at time.Duration, worker string, usedBlocks uint64)
+}
+
+// Result is one request's end.
+type Result struct {
+	ID           uint64
+	Arrival      time.Duration
+	PromptTokens int
+	CachedTokens int
+	OutputTokens int
+	TTFT, E2E    time.Duration
+	ITL          time.Duration // mean inter-token latency
+	Status       string        // ok, refused, failed, rejected, cancelled
+	Worker       string
+	Reason       string
+}
+
+// Options configure a run beyond its scenario.
+type Options struct {
+	// Picker overrides the scenario's picker when set.
+	Picker string
+	// Tap records the run (a *recorder.Writer); nil records nothing.
+	Tap      Tap
+	Observer Observer
+	// Source replaces the scenario's workload (replaying recorded requests).
+	Source workload.Source
+	// Progress is called with the number of requests ended so far.
+	Progress func(ended int)
+	Log      *slog.Logger
+}
+
+// Summary counts what a run did.
+type Summary struct {
+	Requests, Served, Failed, Refused int
+	Events                            uint64 // loop events fired
+	LoadMessages, KVEvents            uint64
+	Virtual                           time.Duration // simulated time covered
+}
+
+// Run is one simulation in progress.
+type Run struct {
+	sc      *Scenario
+	opts    Options
+	loop    *Loop
+	core    *Core
+	workers []*worker
+	src     workload.Source
+	// ids draws instance and publisher ids; net draws delays and losses.
+	// Separate streams, so a network setting does not renumber the fleet.
+	ids, net *rand.Rand
+
+	namespaces []string
+	inflight   map[uint64]*request
+	summary    Summary
+	kvEvents   uint64
+	blockSize  int
+}
+
+// request is one request's journey.
+type request struct {
+	run     *Run
+	wr      workload.Request
+	id      uint64
+	arrival time.Time
+	pr      picker.Request
+	sel     picker.Selection
+	decode  *worker
+	prefill *worker
+	drank   *rank
+	prank   *rank
+
+	first  time.Time
+	out    int
+	cached int
+	ended  bool
+}
+
+// New prepares a run of sc.
+func New(sc *Scenario, opts Options) (*Run, error) {
+	name := sc.Picker
+	if opts.Picker != "" {
+		name = opts.Picker
+	}
+	core, err := NewCore(CoreOptions{Picker: name, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
+		Tap: opts.Tap, Log: opts.Log})
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: core, inflight: map[uint64]*request{},
+		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
+		namespaces: []string{sc.Namespace}}
+	for gi := range sc.Fleet {
+		g := &sc.Fleet[gi]
+		for i := 0; i < g.Count; i++ {
+			r.workers = append(r.workers, newWorker(r, len(r.workers), g))
+		}
+	}
+	r.blockSize = sc.Fleet[0].BlockSize
+	return r, nil
+}
+
+// PickerSeed derives the random picker's seed from a run's seed, so a
+// replay draws the same numbers.
+func PickerSeed(seed uint64) uint64 { return seed ^ 0x7069636b }
+
+// Core is the run's routing core.
+func (r *Run) Core() *Core { return r.core }
+
+// Execute runs the scenario to its end and reports what happened.
+func (r *Run) Execute() (Summary, error) {
+	src := r.opts.Source
+	if src == nil {
+		var closer io.Closer
+		var err error
+		if src, closer, err = r.sc.Source(); err != nil {
+			return Summary{}, err
+		}
+		if closer != nil {
+			defer closer.Close()
+		}
+	}
+	r.src = src
+	r.start()
+	if u := r.sc.Until.Std(); u > 0 {
+		r.loop.RunUntil(Epoch.Add(u))
+	} else {
+		r.loop.Run()
+	}
+	// Requests still pinned to a stalled worker never end on their own.
+	r.cancelRemaining(r.loop.Clock.Now())
+	r.summary.Events = r.loop.Fired()
+	r.summary.KVEvents = r.kvEvents
+	r.summary.Virtual = r.loop.Clock.Now().Sub(Epoch)
+	if ts, ok := src.(interface{ Err() error }); ok && ts.Err() != nil {
+		return r.summary, fmt.Errorf("workload: %w", ts.Err())
+	}
+	return r.summary, nil
+}
+
+// start registers the fleet, schedules the faults and the first arrival.
+func (r *Run) start() {
+	t0 := r.loop.Clock.Now()
+	var all []events.KV
+	for _, w := range r.workers {
+		all = append(all, kvs(w.records)...)
+	}
+	slices.SortFunc(all, func(a, b events.KV) int { return compareKeys(a.Key, b.Key) })
+	seedAt := t0.Add(r.sc.Network.DiscoveryDelay.Std())
+	r.loop.At(seedAt, func(now time.Time) {
+		r.core.Discovery([]events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}})
+		for _, w := range r.workers {
+			r.subscribe(w, now)
+		}
+	})
+	for _, f := range r.sc.Faults {
+		f := f
+		r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.inject(f, now) })
+	}
+	r.nextArrival()
+}
+
+func compareKeys(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// subscribe connects the router to the worker's current publisher after
+// the subscribe delay; samples published before then are lost.
+func (r *Run) subscribe(w *worker, now time.Time) {
+	id := w.pub.id
+	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
+		if !w.alive || w.pub.id != id {
+			return
+		}
+		w.pub.subscribed = true
+		r.core.LoadConnected(events.LoadConnected{At: now, Namespace: r.sc.Namespace, PublisherID: id})
+	})
+}
+
+// deliverLoad sends a published message to the router across the
+// simulated network: lost before the subscription, or by load_loss,
+// otherwise delivered after load_delay plus jitter.
+func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
+	n := r.sc.Network
+	if !w.pub.subscribed {
+		return
+	}
+	if n.LoadLoss > 0 && r.net.Float64() < n.LoadLoss {
+		return
+	}
+	d := n.LoadDelay.Std()
+	if j := n.LoadJitter.Std(); j > 0 {
+		d += time.Duration(r.net.Int64N(int64(j) + 1))
+	}
+	id := w.pub.id
+	r.loop.At(now.Add(d), func(at time.Time) {
+		r.summary.LoadMessages++
+		r.core.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
+	})
+}
+
+func (r *Run) observeLoad(now time.Time, rk *rank, used uint64) {
+	if r.opts.Observer == nil {
+		return
+	}
+	label := rk.w.label
+	if len(rk.w.ranks) > 1 {
+		label = fmt.Sprintf("%s/r%d", label, rk.idx)
+	}
+	r.opts.Observer.Load(now.Sub(Epoch), label, used)
+}
+
+// nextArrival pulls the next request and schedules its arrival.
+func (r *Run) nextArrival() {
+	wr, ok := r.src.Next()
+	if !ok {
+		return
+	}
+	r.loop.At(Epoch.Add(r.sc.Warmup.Std()+wr.Arrival), func(now time.Time) {
+		r.arrive(wr, now)
+		r.nextArrival()
+	})
+}
+
+// arrive is the router receiving a request: pick, then dispatch.
+func (r *Run) arrive(wr workload.Request, now time.Time) {
+	r.summary.Requests++
+	q := &request{run: r, wr: wr, id: wr.ID, arrival: now}
+	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces,
+		PromptTokens: uint64(len(wr.Tokens)), Now: now}
+	if r.opts.Observer != nil {
+		r.opts.Observer.Arrived(&wr, r.blockSize)
+	}
+	sel, ok := r.core.Pick(Arrival{Req: q.pr, Tokens: wr.Tokens, MaxTokens: wr.MaxTokens, Session: wr.Session, Route: "sim"})
+	if !ok {
+		q.finish(now, "refused", "no worker serves the model")
+		return
+	}
+	q.sel = sel
+	q.decode, q.drank = r.lookup(sel.Decode)
+	if sel.HasPrefill {
+		q.prefill, q.prank = r.lookup(sel.Prefill)
+	}
+	r.inflight[q.id] = q
+	r.loop.At(now.Add(r.sc.Network.RequestDelay.Std()), q.dispatch)
+}
+
+func (r *Run) lookup(p picker.Pin) (*worker, *rank) {
+	for _, w := range r.workers {
+		if w.id == p.WorkerID {
+			for _, rk := range w.ranks {
+				if rk.idx == p.DPRank {
+					return w, rk
+				}
+			}
+			return w, nil
+		}
+	}
+	return nil, nil
+}
+
+// dispatch sends the request to its first hop: the prefill worker of a
+// disaggregated pair, else the decode (or aggregated) worker.
+func (q *request) dispatch(now time.Time) {
+	if q.prefill != nil {
+		if !q.prefill.alive || q.prank == nil {
+			q.fail(now, "prefill worker unreachable")
+			return
+		}
+		// The prefill hop computes the prompt and one token, as the
+		// frontend's max_tokens=1 prefill request does.
+		q.prank.submit(&job{req: q, prefill: true}, q.wr.Tokens, 1, now)
+		return
+	}
+	q.toDecode(now)
+}
+
+func (q *request) toDecode(now time.Time) {
+	if q.decode == nil || !q.decode.alive || q.drank == nil {
+		q.fail(now, "decode worker unreachable")
+		return
+	}
+	q.drank.submit(&job{req: q}, q.wr.Tokens, q.wr.MaxTokens, now)
+}
+
+// output handles one engine output for the request's hop on rk.
+func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
+	if q.ended {
+		return
+	}
+	if o.Rejected {
+		q.finish(now, "rejected", "prompt larger than the worker's KV cache")
+		q.run.core.Ended(q.pr, q.sel, now, "rejected")
+		return
+	}
+	if j.prefill {
+		if o.FirstToken {
+			q.cached = o.CachedTokens
+		}
+		if o.Finished {
+			// The decode worker receives the prefill worker's KV first.
+			d := transferTime(q.decode, len(q.wr.Tokens))
+			q.run.loop.At(now.Add(d+q.run.sc.Network.RequestDelay.Std()), q.toDecode)
+		}
+		return
+	}
+	if o.FirstToken {
+		q.first = now
+		if q.prefill == nil {
+			q.cached = o.CachedTokens
+		}
+	}
+	q.out += o.NewTokens
+	if o.Finished {
+		q.finish(now, "ok", "")
+	}
+}
+
+// transferTime prices moving a prompt's KV to w, as engineworker does.
+func transferTime(w *worker, tokens int) time.Duration {
+	if w == nil || tokens <= 0 || w.group.KVTransferBandwidth <= 0 {
+		return 0
+	}
+	g := w.group
+	blocks := (tokens + g.BlockSize - 1) / g.BlockSize
+	secs := float64(blocks) * float64(g.KVBytesPerBlock) / g.KVTransferBandwidth
+	return time.Duration(secs * float64(time.Second) / g.SpeedupRatio)
+}
+
+// fail ends a pinned request unserved and tells the picker.
+func (q *request) fail(now time.Time, why string) {
+	if q.ended {
+		return
+	}
+	q.finish(now, "failed", why)
+	q.run.core.Ended(q.pr, q.sel, now, "failed")
+}
+
+// finish records the request's outcome once.
+func (q *request) finish(now time.Time, status, why string) {
+	if q.ended {
+		return
+	}
+	q.ended = true
+	r := q.run
+	delete(r.inflight, q.id)
+	res := Result{ID: q.id, Arrival: q.arrival.Sub(Epoch), PromptTokens: len(q.wr.Tokens), CachedTokens: q.cached,
+		OutputTokens: q.out, Status: status, Reason: q.sel.DecodeReason}
+	if q.decode != nil {
+		res.Worker = q.decode.label
+	}
+	if status == "ok" {
+		res.TTFT, res.E2E = q.first.Sub(q.arrival), now.Sub(q.arrival)
+		if q.out > 1 {
+			res.ITL = (res.E2E - res.TTFT) / time.Duration(q.out-1)
+		}
+	}
+	switch status {
+	case "ok":
+		r.summary.Served++
+	case "refused":
+		r.summary.Refused++
+	default:
+		r.summary.Failed++
+	}
+	r.core.Outcome(recorder.Outcome{At: now, RequestID: q.id, Status: status, Error: why, PromptTokens: res.PromptTokens,
+		CachedTokens: res.CachedTokens, OutputTokens: res.OutputTokens, TTFT: res.TTFT, E2E: res.E2E, ITL: res.ITL})
+	if r.opts.Observer != nil {
+		r.opts.Observer.Finished(res)
+	}
+	if r.opts.Progress != nil {
+		r.opts.Progress(r.summary.Served + r.summary.Failed + r.summary.Refused)
+	}
+}
+
+// cancelRemaining ends requests still running when the run stops early.
+func (r *Run) cancelRemaining(now time.Time) {
+	ids := make([]uint64, 0, len(r.inflight))
+	for id := range r.inflight {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r.inflight[id].finish(now, "cancelled", "run ended")
+	}
+}
+
+// inject applies one fault to a worker.
+func (r *Run) inject(f Fault, now time.Time) {
+	w := r.workers[f.Worker]
+	if !w.alive {
+		return
+	}
+	switch f.Kind {
+	case FaultKill:
+		w.alive = false
+		w.failJobs(now, "worker died")
+		keys := kvs(w.records)
+		r.loop.At(now.Add(r.sc.Network.LeaseTTL.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
+			batch := make([]events.Event, 0, len(keys))
+			for i, kv := range keys {
+				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key, Revision: int64(i + 2)})
+			}
+			r.core.Discovery(batch)
+		})
+	case FaultStall:
+		if !w.stalled {
+			w.stalled, w.stalledAt = true, now
+			for _, rk := range w.ranks {
+				rk.reschedule()
+			}
+		}
+	case FaultResume:
+		if w.stalled {
+			w.stalled = false
+			w.offset += now.Sub(w.stalledAt)
+			for _, rk := range w.ranks {
+				rk.reschedule()
+				rk.changed(now)
+			}
+		}
+	case FaultRestartPublisher:
+		old := w.records
+		w.newPublisher()
+		w.records = registrar.Records(w.registrarWorker(), w.id)
+		var batchKV []events.KV
+		var gone []events.KV
+		for _, kv := range kvs(w.records) {
+			if string(old[kv.Key]) != string(kv.Value) {
+				batchKV = append(batchKV, kv)
+			}
+		}
+		for _, kv := range kvs(old) {
+			if _, ok := w.records[kv.Key]; !ok {
+				gone = append(gone, kv)
+			}
+		}
+		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
+			var batch []events.Event
+			for _, kv := range batchKV {
+				batch = append(batch, events.DiscoveryPut{At: at, Namespace: r.sc.Namespace, KV: kv})
+			}
+			for _, kv := range gone {
+				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key})
+			}
+			r.core.Discovery(batch)
+			if w.alive {
+				r.subscribe(w, at)
+			}
+		})
+		for _, rk := range w.ranks {
+			rk.last = publish.Load{} // a new publisher reports anew
+		}
+	case FaultGap:
+		w.pub.seq++
+	case FaultMalformed:
+		w.pub.seq++
+		frames := malformedFrames(w.pub.id, w.pub.seq)
+		r.deliverLoad(w, frames, now)
+	case FaultReset:
+		w.failJobs(now, "engine reset")
+		for _, rk := range w.ranks {
+			rk.eng.Reset()
+			rk.changed(now)
+			rk.reschedule()
+		}
+	default:
+		r.log().Warn("unknown fault", "kind", f.Kind)
+	}
+}
+
+func (r *Run) log() *slog.Logger {
+	if r.opts.Log != nil {
+		return r.opts.Log
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// malformedFrames is a kv_metrics message whose frame header is invalid.
+func malformedFrames(publisherID, seq uint64) [][]byte {
+	pid, sq := make([]byte, 8), make([]byte, 8)
+	binary.BigEndian.PutUint64(pid, publisherID)
+	binary.BigEndian.PutUint64(sq, seq)
+	return [][]byte{[]byte(discovery.TopicLoad), pid, sq, {0xff, 0, 0, 0, 1, 0xc1}}
+}

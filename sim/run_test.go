@@ -1,0 +1,304 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard/recorder"
+	"switchyard/router/eventplane"
+	"switchyard/router/events"
+	"switchyard/sim/workload"
+)
+
+// textTap renders every tapped call as a line and hashes them, so two runs
+// can be compared for exact equality without a database.
+type textTap struct {
+	h          hash.Hash
+	lines      int
+	selections []recorder.Selection
+	outcomes   []recorder.Outcome
+	kinds      map[string]int
+}
+
+func newTextTap() *textTap { return &textTap{h: sha256.New(), kinds: map[string]int{}} }
+
+func (t *textTap) line(kind string, v any) {
+	t.lines++
+	t.kinds[kind]++
+	fmt.Fprintf(t.h, "%s %+v\n", kind, v)
+}
+func (t *textTap) Discovery(ev events.Event)             { t.line("discovery", ev) }
+func (t *textTap) Published(p recorder.Published)        { t.line("published", p) }
+func (t *textTap) LoadConnected(ev events.LoadConnected) { t.line("connected", ev) }
+func (t *textTap) Request(r recorder.Request)            { t.line("request", r) }
+func (t *textTap) Ended(e recorder.Ended)                { t.line("ended", e) }
+func (t *textTap) Outcome(o recorder.Outcome) {
+	t.line("outcome", o)
+	t.outcomes = append(t.outcomes, o)
+}
+func (t *textTap) Selection(s recorder.Selection) {
+	t.line("selection", s)
+	t.selections = append(t.selections, s)
+}
+func (t *textTap) LoadMessage(ev *events.LoadMessage, res eventplane.Result) {
+	t.line("load", fmt.Sprintf("%v %s %x %v", ev.At, ev.Namespace, ev.Frames, res))
+}
+func (t *textTap) sum() string { return fmt.Sprintf("%x", t.h.Sum(nil)) }
+
+func scenario(t *testing.T, src string) *Scenario {
+	t.Helper()
+	sc, err := ParseScenario([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func execute(t *testing.T, sc *Scenario, opts Options) (Summary, *textTap) {
+	t.Helper()
+	tap := newTextTap()
+	opts.Tap = tap
+	r, err := New(sc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tap
+}
+
+const aggScenario = `
+seed: 7
+fleet:
+  - role: aggregated
+    count: 3
+    total_kv_blocks: 4096
+workload:
+  poisson: {rate: 40, count: 300, prompt: {min: 200, max: 2000}, output: {min: 8, max: 64}}
+`
+
+func TestRunServesEveryRequestOnTheEngineModel(t *testing.T) {
+	s, tap := execute(t, scenario(t, aggScenario), Options{})
+	if s.Requests != 300 || s.Served != 300 || s.Failed != 0 || s.Refused != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.LoadMessages == 0 || tap.kinds["load"] != int(s.LoadMessages) || tap.kinds["connected"] != 3 {
+		t.Fatalf("load plane: %+v kinds %v", s, tap.kinds)
+	}
+	perWorker := map[uint64]int{}
+	for _, sel := range tap.selections {
+		if !sel.OK || sel.Sel.HasPrefill {
+			t.Fatalf("selection %+v", sel)
+		}
+		perWorker[sel.Sel.Decode.WorkerID]++
+		if len(sel.Candidates) != 3 {
+			t.Fatalf("candidates %+v", sel.Candidates)
+		}
+	}
+	if len(perWorker) != 3 {
+		t.Fatalf("picks went to %d workers: %v", len(perWorker), perWorker)
+	}
+	for _, o := range tap.outcomes {
+		if o.Status != "ok" || o.TTFT <= 0 || o.E2E < o.TTFT || o.OutputTokens < 8 {
+			t.Fatalf("outcome %+v", o)
+		}
+	}
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	sc := scenario(t, aggScenario+`
+network: {load_jitter: 3ms, load_loss: 0.05}
+faults:
+  - {at: 2s, worker: 1, kind: stall}
+  - {at: 4s, worker: 1, kind: resume}
+  - {at: 3s, worker: 2, kind: restart_publisher}
+`)
+	_, a := execute(t, sc, Options{})
+	_, b := execute(t, sc, Options{})
+	if a.sum() != b.sum() || a.lines != b.lines {
+		t.Fatalf("two runs of one scenario differ: %d lines %s vs %d lines %s", a.lines, a.sum(), b.lines, b.sum())
+	}
+	sc.Seed++
+	_, c := execute(t, sc, Options{})
+	if c.sum() == a.sum() {
+		t.Fatal("a different seed produced the identical run")
+	}
+}
+
+func TestDisaggregatedPairsPrefillWithDecode(t *testing.T) {
+	sc := scenario(t, `
+seed: 3
+fleet:
+  - {role: prefill, count: 2}
+  - {role: decode, count: 2, kv_transfer_bandwidth: 1e9}
+workload:
+  poisson: {rate: 10, count: 50, prompt: {min: 500, max: 500}, output: {min: 10, max: 10}}
+`)
+	s, tap := execute(t, sc, Options{})
+	if s.Served != 50 {
+		t.Fatalf("summary %+v", s)
+	}
+	for _, sel := range tap.selections {
+		if !sel.Sel.HasPrefill || sel.Sel.Prefill.WorkerID == sel.Sel.Decode.WorkerID {
+			t.Fatalf("selection %+v", sel.Sel)
+		}
+	}
+	// 500 tokens = 8 blocks of 2 MiB at 1 GB/s: ≈16.8 ms of transfer is
+	// part of every TTFT.
+	for _, o := range tap.outcomes {
+		if o.TTFT < 16*time.Millisecond {
+			t.Fatalf("TTFT %v does not include the KV transfer", o.TTFT)
+		}
+	}
+}
+
+func TestKilledWorkerLeavesAfterItsLease(t *testing.T) {
+	sc := scenario(t, `
+seed: 5
+fleet:
+  - {role: aggregated, count: 2}
+network: {lease_ttl: 2s}
+workload:
+  poisson: {rate: 20, count: 200, prompt: {min: 100, max: 400}, output: {min: 4, max: 16}}
+faults:
+  - {at: 1s, worker: 0, kind: kill}
+`)
+	r, err := New(sc, Options{Tap: newTextTap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := r.opts.Tap.(*textTap)
+	s, err := r.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := r.workers[0].id
+	gone := Epoch.Add(1*time.Second + 2*time.Second + sc.Network.DiscoveryDelay.Std())
+	for _, sel := range tap.selections {
+		if sel.At.After(gone) && sel.Sel.Decode.WorkerID == dead {
+			t.Fatalf("picked the dead worker at %v, after its records vanished", sel.At.Sub(Epoch))
+		}
+	}
+	if s.Failed == 0 || s.Served+s.Failed != 200 || tap.kinds["ended"] != s.Failed {
+		t.Fatalf("summary %+v, ended %d", s, tap.kinds["ended"])
+	}
+}
+
+func TestSharedPrefixesHitTheCache(t *testing.T) {
+	sc := scenario(t, `
+seed: 11
+fleet:
+  - {role: aggregated, count: 2}
+workload:
+  shared_prefix: {groups: 2, users_per_group: 4, system_tokens: 2048, question_tokens: 64, output: {min: 4, max: 4}, rate: 5, count: 40}
+`)
+	_, tap := execute(t, sc, Options{})
+	cached := 0
+	for _, o := range tap.outcomes {
+		cached += o.CachedTokens
+	}
+	if cached < 20*2048 {
+		t.Fatalf("only %d prompt tokens came from the cache", cached)
+	}
+}
+
+type countingObserver struct {
+	arrived, finished, loads int
+}
+
+func (o *countingObserver) Arrived(*workload.Request, int)     { o.arrived++ }
+func (o *countingObserver) Finished(Result)                    { o.finished++ }
+func (o *countingObserver) Load(time.Duration, string, uint64) { o.loads++ }
+
+func TestUntilCancelsWhatIsStillRunning(t *testing.T) {
+	sc := scenario(t, aggScenario+"until: 2s\n")
+	obs := &countingObserver{}
+	s, tap := execute(t, sc, Options{Observer: obs})
+	if s.Virtual != 2*time.Second || obs.arrived != s.Requests || obs.finished != s.Requests || obs.loads == 0 {
+		t.Fatalf("summary %+v observer %+v", s, obs)
+	}
+	cancelled := 0
+	for _, o := range tap.outcomes {
+		if o.Status == "cancelled" {
+			cancelled++
+		}
+	}
+	if s.Requests >= 300 || cancelled == 0 {
+		t.Fatalf("requests %d cancelled %d", s.Requests, cancelled)
+	}
+}
+
+func TestScenarioValidationNamesEveryProblem(t *testing.T) {
+	_, err := ParseScenario([]byte(`
+picker: fastest
+fleet:
+  - {role: prefill, count: 2, dp_size: -1}
+network: {load_loss: 1.5}
+workload: {}
+faults:
+  - {at: 1s, worker: 9, kind: explode}
+`))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"picker", "fleet[0].dp_size", "prefill workers need decode", "load_loss", "exactly one of", "faults[0].worker", "faults[0].kind"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if _, err := ParseScenario([]byte("fleet: [{role: aggregated, count: 1}]\nworkload: {poisson: {rate: 1, count: 1, prompt: {min: 1, max: 1}, output: {min: 1, max: 1}}}\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("unknown field: %v", err)
+	}
+}
+
+func TestStalledWorkerSitsOutUnderTheLoadPicker(t *testing.T) {
+	sc := scenario(t, `
+seed: 9
+fleet:
+  - {role: aggregated, count: 2}
+workload:
+  poisson: {rate: 20, count: 300, prompt: {min: 300, max: 600}, output: {min: 4, max: 8}}
+faults:
+  - {at: 1s, worker: 0, kind: stall}
+`)
+	r, err := New(sc, Options{Tap: newTextTap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := r.opts.Tap.(*textTap)
+	if _, err := r.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	stalled := r.workers[0].id
+	late := 0
+	for _, sel := range tap.selections {
+		if sel.At.Sub(Epoch) > 8*time.Second && sel.Sel.Decode.WorkerID == stalled {
+			late++
+		}
+	}
+	if late > 0 {
+		t.Fatalf("%d picks went to the stalled worker after the stall rule applied", late)
+	}
+}
+
+func TestBundledScenariosParseAndRun(t *testing.T) {
+	for _, name := range []string{"disagg-poisson", "shared-prefix"} {
+		sc, err := LoadScenario("../scenarios/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := execute(t, sc, Options{})
+		if s.Served < s.Requests*9/10 || s.Requests != sc.ExpectedRequests() {
+			t.Fatalf("%s: %+v (expected %d requests)", name, s, sc.ExpectedRequests())
+		}
+	}
+	if _, err := LoadScenario("../scenarios/mooncake-16.yaml"); err != nil {
+		t.Fatal(err)
+	}
+}

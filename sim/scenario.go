@@ -1,0 +1,524 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"switchyard/router/picker"
+	"switchyard/sim/workload"
+)
+
+// Scenario is one simulated run: a fleet, the network between it and the
+// router, a workload, faults, and the picker. It is read from YAML
+// (docs/simulation.md) with unknown fields refused.
+type Scenario struct {
+	Name      string        `yaml:"name"`
+	Seed      uint64        `yaml:"seed"`
+	Namespace string        `yaml:"namespace"`
+	Model     string        `yaml:"model"`
+	Picker    string        `yaml:"picker"`
+	Fleet     []WorkerGroup `yaml:"fleet"`
+	Network   Network       `yaml:"network"`
+	Workload  Workload      `yaml:"workload"`
+	Faults    []Fault       `yaml:"faults"`
+	SLO       SLO           `yaml:"slo"`
+	Router    RouterParams  `yaml:"router"`
+	// Until stops the run at this virtual time; 0 runs until the workload
+	// is served.
+	Until Duration `yaml:"until"`
+	// Warmup delays the workload's first arrival, so the router has
+	// discovered the fleet before traffic starts (default 100ms).
+	Warmup Duration `yaml:"warmup"`
+
+	// dir resolves relative paths (a trace) against the scenario file.
+	dir string
+}
+
+// WorkerGroup is Count identical workers of one role.
+type WorkerGroup struct {
+	Role                string  `yaml:"role"` // prefill, decode, aggregated
+	Count               int     `yaml:"count"`
+	DPSize              int     `yaml:"dp_size"`
+	BlockSize           int     `yaml:"block_size"`
+	TotalKVBlocks       int     `yaml:"total_kv_blocks"`
+	MaxNumBatchedTokens int     `yaml:"max_num_batched_tokens"`
+	MaxNumSeqs          int     `yaml:"max_num_seqs"`
+	ContextLength       int     `yaml:"context_length"`
+	SpeedupRatio        float64 `yaml:"speedup_ratio"`
+	// KVTransferBandwidth (bytes/s) prices a decode worker's receipt of
+	// the prefill worker's KV; 0 is instantaneous.
+	KVTransferBandwidth float64 `yaml:"kv_transfer_bandwidth"`
+	KVBytesPerBlock     int     `yaml:"kv_bytes_per_block"`
+	// LoadFields adds the scheduler fields to each ActiveLoad sample;
+	// kv_used_blocks is always sent, as dynamo.vllm does.
+	LoadFields []string `yaml:"load_fields"`
+}
+
+// Network shapes how the fleet's state reaches the router.
+type Network struct {
+	// DiscoveryDelay: a worker's records reach the router this long after
+	// they are written (etcd watch latency).
+	DiscoveryDelay Duration `yaml:"discovery_delay"`
+	// SubscribeDelay: the router's kv_metrics subscription is live this
+	// long after it learns of the channel; samples published before are
+	// lost, as with ZMQ's slow joiner.
+	SubscribeDelay Duration `yaml:"subscribe_delay"`
+	// LoadDelay and LoadJitter: a sample arrives LoadDelay plus a uniform
+	// draw in [0, LoadJitter] after it is published; jitter reorders.
+	LoadDelay  Duration `yaml:"load_delay"`
+	LoadJitter Duration `yaml:"load_jitter"`
+	// LoadLoss is the probability a sample is lost (the router sees a
+	// sequence gap at the next one).
+	LoadLoss float64 `yaml:"load_loss"`
+	// PublishDebounce: a load change is published this long after it
+	// happens, coalescing changes in between (Dynamo: 1 ms).
+	PublishDebounce Duration `yaml:"publish_debounce"`
+	// RequestDelay: a request reaches its worker this long after the pick
+	// (frontend and request-plane hops).
+	RequestDelay Duration `yaml:"request_delay"`
+	// LeaseTTL: a killed worker's records vanish this long after death.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+}
+
+// Workload names exactly one generator.
+type Workload struct {
+	Poisson      *PoissonSpec  `yaml:"poisson"`
+	Bursty       *BurstySpec   `yaml:"bursty"`
+	SharedPrefix *PrefixSpec   `yaml:"shared_prefix"`
+	Sessions     *SessionsSpec `yaml:"sessions"`
+	Trace        *TraceSpec    `yaml:"trace"`
+}
+
+// Range is a length drawn uniformly in [min, max].
+type Range struct {
+	Min int `yaml:"min"`
+	Max int `yaml:"max"`
+}
+
+func (r Range) w() workload.Range { return workload.Range{Min: r.Min, Max: r.Max} }
+
+// PoissonSpec is workload.PoissonConfig in YAML.
+type PoissonSpec struct {
+	Rate   float64 `yaml:"rate"`
+	Count  int     `yaml:"count"`
+	Prompt Range   `yaml:"prompt"`
+	Output Range   `yaml:"output"`
+}
+
+// BurstySpec is workload.BurstyConfig in YAML.
+type BurstySpec struct {
+	Rate   float64  `yaml:"rate"`
+	On     Duration `yaml:"on"`
+	Off    Duration `yaml:"off"`
+	Count  int      `yaml:"count"`
+	Prompt Range    `yaml:"prompt"`
+	Output Range    `yaml:"output"`
+}
+
+// PrefixSpec is workload.SharedPrefixConfig in YAML.
+type PrefixSpec struct {
+	Groups         int     `yaml:"groups"`
+	UsersPerGroup  int     `yaml:"users_per_group"`
+	SystemTokens   int     `yaml:"system_tokens"`
+	QuestionTokens int     `yaml:"question_tokens"`
+	Output         Range   `yaml:"output"`
+	Rate           float64 `yaml:"rate"`
+	Count          int     `yaml:"count"`
+}
+
+// SessionsSpec is workload.SessionConfig in YAML.
+type SessionsSpec struct {
+	Sessions int      `yaml:"sessions"`
+	Turns    int      `yaml:"turns"`
+	Rate     float64  `yaml:"rate"`
+	ThinkMin Duration `yaml:"think_min"`
+	ThinkMax Duration `yaml:"think_max"`
+	Message  Range    `yaml:"message"`
+	Output   Range    `yaml:"output"`
+}
+
+// TraceSpec replays a Mooncake JSONL trace.
+type TraceSpec struct {
+	Path    string  `yaml:"path"`
+	Speedup float64 `yaml:"speedup"`
+	// Limit stops after this many requests; 0 replays the whole trace.
+	Limit int `yaml:"limit"`
+}
+
+// Fault is one injected failure.
+type Fault struct {
+	At Duration `yaml:"at"`
+	// Worker indexes the fleet in declaration order (groups expanded).
+	Worker int       `yaml:"worker"`
+	Kind   FaultKind `yaml:"kind"`
+}
+
+// FaultKind names a fault.
+type FaultKind string
+
+// The faults a scenario may inject.
+const (
+	FaultKill             FaultKind = "kill"              // the worker dies; its lease lapses after lease_ttl
+	FaultStall            FaultKind = "stall"             // engine and publisher freeze
+	FaultResume           FaultKind = "resume"            // a stall ends
+	FaultRestartPublisher FaultKind = "restart_publisher" // new publisher id and endpoint, records rewritten
+	FaultGap              FaultKind = "gap"               // the publisher skips a sequence number
+	FaultMalformed        FaultKind = "malformed"         // one undecodable kv_metrics frame
+	FaultReset            FaultKind = "reset"             // the engine restarts: cache and requests dropped
+)
+
+var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset}
+
+// SLO bounds used for goodput.
+type SLO struct {
+	TTFT Duration `yaml:"ttft"`
+	ITL  Duration `yaml:"itl"`
+}
+
+// RouterParams are the routing core's settings the simulation exposes.
+type RouterParams struct {
+	// MaxStaleness is dynamo.load.max_staleness (0 = the store's default).
+	MaxStaleness Duration `yaml:"max_staleness"`
+}
+
+// Duration is a time.Duration written as "250ms", "5s".
+type Duration time.Duration
+
+// Std returns the duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Set parses a Go duration string (for command-line flags).
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MaxWorkers bounds a scenario's fleet.
+const MaxWorkers = 4096
+
+// LoadScenario reads and validates a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := ParseScenario(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sc.dir = filepath.Dir(path)
+	return sc, nil
+}
+
+// ParseScenario decodes YAML strictly, fills defaults and validates.
+func ParseScenario(raw []byte) (*Scenario, error) {
+	var sc Scenario
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&sc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	sc.defaults()
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// Normalize fills a programmatically built scenario's defaults and checks
+// everything but its workload, which the caller supplies as a Source.
+func Normalize(sc *Scenario) (*Scenario, error) {
+	sc.defaults()
+	return sc, errors.Join(sc.validate(false)...)
+}
+
+// YAML renders the scenario (with defaults) for the recording.
+func (sc *Scenario) YAML() string {
+	b, err := yaml.Marshal(sc)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func (sc *Scenario) defaults() {
+	if sc.Namespace == "" {
+		sc.Namespace = "dynamo"
+	}
+	if sc.Model == "" {
+		sc.Model = "switchyard/fake-model"
+	}
+	if sc.Picker == "" {
+		sc.Picker = picker.NameLoad
+	}
+	if sc.Warmup == 0 {
+		sc.Warmup = Duration(100 * time.Millisecond)
+	}
+	n := &sc.Network
+	def := func(d *Duration, v time.Duration) {
+		if *d == 0 {
+			*d = Duration(v)
+		}
+	}
+	def(&n.DiscoveryDelay, 5*time.Millisecond)
+	def(&n.SubscribeDelay, 2*time.Millisecond)
+	def(&n.LoadDelay, 200*time.Microsecond)
+	def(&n.PublishDebounce, time.Millisecond)
+	def(&n.RequestDelay, 500*time.Microsecond)
+	def(&n.LeaseTTL, 10*time.Second)
+	for i := range sc.Fleet {
+		g := &sc.Fleet[i]
+		defInt := func(v *int, d int) {
+			if *v == 0 {
+				*v = d
+			}
+		}
+		defInt(&g.DPSize, 1)
+		defInt(&g.BlockSize, 64)
+		defInt(&g.TotalKVBlocks, 16384)
+		defInt(&g.MaxNumBatchedTokens, 8192)
+		defInt(&g.MaxNumSeqs, 256)
+		defInt(&g.ContextLength, 131072)
+		defInt(&g.KVBytesPerBlock, 2<<20)
+		if g.SpeedupRatio == 0 {
+			g.SpeedupRatio = 1
+		}
+	}
+}
+
+// Validate reports every problem at once.
+func (sc *Scenario) Validate() error { return errors.Join(sc.validate(true)...) }
+
+func (sc *Scenario) validate(needWorkload bool) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if !slices.Contains(picker.Names(), sc.Picker) {
+		bad("picker: unknown picker %q (known: %s)", sc.Picker, strings.Join(picker.Names(), ", "))
+	}
+	if len(sc.Fleet) == 0 {
+		bad("fleet: at least one worker group is required")
+	}
+	total, roles := 0, map[string]int{}
+	for i, g := range sc.Fleet {
+		p := fmt.Sprintf("fleet[%d]", i)
+		switch g.Role {
+		case "prefill", "decode", "aggregated":
+			roles[g.Role] += g.Count
+		default:
+			bad("%s.role: must be prefill, decode or aggregated, got %q", p, g.Role)
+		}
+		if g.Count < 1 {
+			bad("%s.count: must be >= 1", p)
+		}
+		total += max(g.Count, 0)
+		for name, v := range map[string]int{"dp_size": g.DPSize, "block_size": g.BlockSize, "total_kv_blocks": g.TotalKVBlocks,
+			"max_num_batched_tokens": g.MaxNumBatchedTokens, "max_num_seqs": g.MaxNumSeqs, "context_length": g.ContextLength,
+			"kv_bytes_per_block": g.KVBytesPerBlock} {
+			if v < 1 {
+				bad("%s.%s: must be >= 1, got %d", p, name, v)
+			}
+		}
+		if g.DPSize > 64 {
+			bad("%s.dp_size: at most 64", p)
+		}
+		if g.BlockSize > 65536 || g.TotalKVBlocks > 1<<22 {
+			bad("%s: block_size at most 65536 and total_kv_blocks at most %d", p, 1<<22)
+		}
+		if !(g.SpeedupRatio > 0) || math.IsInf(g.SpeedupRatio, 0) {
+			bad("%s.speedup_ratio: must be a finite number > 0", p)
+		}
+		if g.KVTransferBandwidth < 0 || math.IsNaN(g.KVTransferBandwidth) {
+			bad("%s.kv_transfer_bandwidth: must be >= 0", p)
+		}
+		for _, f := range g.LoadFields {
+			if f != "active_decode_blocks" && f != "active_prefill_tokens" && f != "kv_used_blocks" {
+				bad("%s.load_fields: unknown field %q", p, f)
+			}
+		}
+	}
+	if total > MaxWorkers {
+		bad("fleet: %d workers, at most %d", total, MaxWorkers)
+	}
+	if roles["prefill"] > 0 && roles["decode"] == 0 {
+		bad("fleet: prefill workers need decode workers beside them")
+	}
+	n := sc.Network
+	for name, d := range map[string]Duration{"discovery_delay": n.DiscoveryDelay, "subscribe_delay": n.SubscribeDelay,
+		"load_delay": n.LoadDelay, "load_jitter": n.LoadJitter, "publish_debounce": n.PublishDebounce,
+		"request_delay": n.RequestDelay, "lease_ttl": n.LeaseTTL} {
+		if d < 0 {
+			bad("network.%s: must be >= 0", name)
+		}
+	}
+	if !(n.LoadLoss >= 0 && n.LoadLoss < 1) {
+		bad("network.load_loss: must be in [0, 1)")
+	}
+	kinds := 0
+	w := sc.Workload
+	for _, set := range []bool{w.Poisson != nil, w.Bursty != nil, w.SharedPrefix != nil, w.Sessions != nil, w.Trace != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if needWorkload && kinds != 1 {
+		bad("workload: exactly one of poisson, bursty, shared_prefix, sessions, trace is required")
+	}
+	if w.Trace != nil && w.Trace.Path == "" {
+		bad("workload.trace.path: required")
+	}
+	if w.Trace != nil && w.Trace.Limit < 0 {
+		bad("workload.trace.limit: must be >= 0")
+	}
+	for i, f := range sc.Faults {
+		if f.Worker < 0 || f.Worker >= total {
+			bad("faults[%d].worker: %d is not a fleet index (0..%d)", i, f.Worker, total-1)
+		}
+		known := false
+		for _, k := range faultKinds {
+			known = known || f.Kind == k
+		}
+		if !known {
+			bad("faults[%d].kind: unknown fault %q", i, f.Kind)
+		}
+		if f.At < 0 {
+			bad("faults[%d].at: must be >= 0", i)
+		}
+	}
+	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
+		bad("slo, until and router.max_staleness must be >= 0")
+	}
+	return errs
+}
+
+// Source builds the scenario's workload.
+func (sc *Scenario) Source() (workload.Source, io.Closer, error) {
+	w := sc.Workload
+	switch {
+	case w.Poisson != nil:
+		p := w.Poisson
+		s, err := workload.NewPoisson(workload.PoissonConfig{Rate: p.Rate, Count: p.Count, Prompt: p.Prompt.w(), Output: p.Output.w()}, sc.Seed)
+		return s, nil, err
+	case w.Bursty != nil:
+		b := w.Bursty
+		s, err := workload.NewBursty(workload.BurstyConfig{Rate: b.Rate, On: b.On.Std(), Off: b.Off.Std(), Count: b.Count,
+			Prompt: b.Prompt.w(), Output: b.Output.w()}, sc.Seed)
+		return s, nil, err
+	case w.SharedPrefix != nil:
+		p := w.SharedPrefix
+		s, err := workload.NewSharedPrefix(workload.SharedPrefixConfig{Groups: p.Groups, UsersPerGroup: p.UsersPerGroup,
+			SystemTokens: p.SystemTokens, QuestionTokens: p.QuestionTokens, Output: p.Output.w(), Rate: p.Rate, Count: p.Count}, sc.Seed)
+		return s, nil, err
+	case w.Sessions != nil:
+		p := w.Sessions
+		s, err := workload.NewSessions(workload.SessionConfig{Sessions: p.Sessions, Turns: p.Turns, Rate: p.Rate,
+			Think: workload.DurationRange{Min: p.ThinkMin.Std(), Max: p.ThinkMax.Std()}, Message: p.Message.w(), Output: p.Output.w()}, sc.Seed)
+		return s, nil, err
+	case w.Trace != nil:
+		path := w.Trace.Path
+		if !filepath.IsAbs(path) && sc.dir != "" {
+			path = filepath.Join(sc.dir, path)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workload.trace: %w", err)
+		}
+		t, err := workload.NewTrace(f, workload.TraceConfig{Speedup: w.Trace.Speedup})
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		var src workload.Source = t
+		if w.Trace.Limit > 0 {
+			src = &limited{src: t, left: w.Trace.Limit}
+		}
+		return &traceSource{Source: src, t: t}, f, nil
+	}
+	return nil, nil, errors.New("workload: none configured")
+}
+
+// traceSource surfaces a trace's read error once it ends.
+type traceSource struct {
+	workload.Source
+	t *workload.Trace
+}
+
+// Err is the trace's read or parse error, if it ended on one.
+func (s *traceSource) Err() error { return s.t.Err() }
+
+type limited struct {
+	src  workload.Source
+	left int
+}
+
+func (l *limited) Next() (workload.Request, bool) {
+	if l.left <= 0 {
+		return workload.Request{}, false
+	}
+	l.left--
+	return l.src.Next()
+}
+
+// ExpectedRequests is how many requests the workload will produce (for
+// progress bars); a trace is counted by its lines.
+func (sc *Scenario) ExpectedRequests() int {
+	w := sc.Workload
+	switch {
+	case w.Poisson != nil:
+		return w.Poisson.Count
+	case w.Bursty != nil:
+		return w.Bursty.Count
+	case w.SharedPrefix != nil:
+		return w.SharedPrefix.Count
+	case w.Sessions != nil:
+		return w.Sessions.Sessions * w.Sessions.Turns
+	case w.Trace != nil:
+		path := w.Trace.Path
+		if !filepath.IsAbs(path) && sc.dir != "" {
+			path = filepath.Join(sc.dir, path)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return 0
+		}
+		n := bytes.Count(raw, []byte{'\n'})
+		if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+			n++
+		}
+		if w.Trace.Limit > 0 {
+			n = min(n, w.Trace.Limit)
+		}
+		return n
+	}
+	return 0
+}
