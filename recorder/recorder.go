@@ -1,0 +1,164 @@
+// Package recorder persists everything that crosses the routing core's
+// boundary during a run, live or simulated, to a SQLite file, and reads it
+// back in order for replay.
+//
+// Inputs are stored as they crossed the boundary (raw discovery values,
+// raw event-plane frames, receipt times) with decoded columns beside them
+// for queries; outputs (published generations, selections with their
+// candidates, ended requests, outcomes) are stored as the core produced
+// them. Every record of a run carries a sequence number, global across the
+// tables of the run, in the order the caller handed records over; merging
+// the tables by seq recovers that order.
+//
+// Only the runs table holds wall-clock data (start and end of the run).
+// Record tables hold nothing but what the caller passed, so a simulated
+// run recorded twice with the same seed has identical record tables.
+//
+// See docs/recording.md for the schema.
+package recorder
+
+import (
+	"time"
+
+	"switchyard/router/events"
+	"switchyard/router/picker"
+)
+
+// Run describes one recorded run. It is written to the runs table.
+type Run struct {
+	Kind     string    // "live" or "sim"
+	Config   string    // the router configuration as YAML, secrets already masked
+	Scenario string    // the simulation scenario YAML ("" for live)
+	Seed     uint64    // the simulation seed (0 for live)
+	Version  string    // switchyard version string
+	Picker   string    // picker name, e.g. "load"
+	Start    time.Time // wall-clock start: metadata only, never used for determinism
+}
+
+// Published: the registry published Generation (Workers workers) and the
+// load store's admission was updated to it.
+type Published struct {
+	At         time.Time
+	Generation uint64
+	Workers    int
+}
+
+// Request is a request as the router received it, before its pick.
+type Request struct {
+	At           time.Time
+	RequestID    uint64
+	Model        string
+	Namespaces   []string
+	PromptTokens uint64
+	MaxTokens    int
+	// Generation is the registry generation the pick used.
+	Generation uint64
+	// Tokens are the prompt's token ids when known (simulated and trace
+	// workloads); nil when not.
+	Tokens  []uint32
+	Session uint64
+	// Route is the ingress route, e.g. "/v1/chat/completions", or "sim".
+	Route string
+}
+
+// Selection is a picker's answer to a request, with the candidates it
+// weighed when the picker can list them.
+type Selection struct {
+	At         time.Time
+	RequestID  uint64
+	OK         bool
+	Sel        picker.Selection
+	Candidates []picker.Candidate
+}
+
+// Ended: the router told the picker that a pinned request ended unserved
+// (picker.Picker.Ended).
+type Ended struct {
+	At        time.Time
+	RequestID uint64
+	Reason    string
+}
+
+// Outcome is how a request ended.
+type Outcome struct {
+	At        time.Time
+	RequestID uint64
+	// Status is one of ok, refused, failed, cancelled, rejected.
+	Status       string
+	Error        string
+	PromptTokens int
+	CachedTokens int
+	OutputTokens int
+	TTFT         time.Duration
+	E2E          time.Duration
+	// ITL is the request's mean inter-token latency; 0 with fewer than
+	// two output tokens.
+	ITL time.Duration
+}
+
+// Outcome statuses.
+const (
+	StatusOK        = "ok"
+	StatusRefused   = "refused"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+	StatusRejected  = "rejected"
+)
+
+// LoadMessage is a recorded kv_metrics message with the result the core
+// gave it (an eventplane.Result name).
+type LoadMessage struct {
+	events.LoadMessage
+	Result string
+}
+
+// KVConnected reports that a KV-event subscription (re)connected.
+type KVConnected struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+// KVMessage is one multipart message received on a KV-event subscription,
+// with the result the core gave it.
+type KVMessage struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+	Frames      [][]byte
+	Result      string
+}
+
+// Stats counts records per table (keys: Tables()).
+type Stats struct {
+	// Written records are committed to the file.
+	Written map[string]uint64
+	// Dropped records are not in the file: the queue was full, a write
+	// failed, or the writer was closed.
+	Dropped map[string]uint64
+	// Queued records wait for the writer goroutine.
+	Queued int
+}
+
+// RunInfo is a recorded run.
+type RunInfo struct {
+	Run
+	ID int64
+	// EndedAt is zero when the writer was never closed (the process
+	// ended first): the run's tail may be missing and its drops unknown.
+	EndedAt time.Time
+	// Dropped counts the records each table lost (only tables that lost
+	// some). A replay refuses a run with drops.
+	Dropped map[string]uint64
+}
+
+// Entry is one record of a run. Value is exactly one of
+// events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync,
+// events.DiscoveryPrune, events.DiscoveryReset, Published,
+// events.LoadConnected, LoadMessage, KVConnected, KVMessage, Request,
+// Selection, Ended, Outcome.
+type Entry struct {
+	Seq   uint64
+	At    time.Time
+	Value any
+}

@@ -1,0 +1,287 @@
+package recorder
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SchemaVersion is the version of the recording schema this build reads
+// and writes. A file of another version is refused, never migrated.
+const SchemaVersion = 1
+
+// table is one record table; it indexes the written and dropped counters.
+type table uint8
+
+const (
+	tDiscovery table = iota
+	tPublished
+	tLoad
+	tKV
+	tRequests
+	tSelections
+	tEnded
+	tOutcomes
+	numTables
+)
+
+var tableNames = [numTables]string{
+	"discovery", "published", "load_messages", "kv_messages",
+	"requests", "selections", "ended", "outcomes",
+}
+
+// Tables lists the record tables, the keys of Stats and RunInfo.Dropped.
+func Tables() []string { return append([]string(nil), tableNames[:]...) }
+
+// Every record table has the primary key (run_id, seq), whose index gives
+// a run's records in seq order. The tables keep their rowid: rows of a
+// kilobyte or more (candidates, frames, token ids) would overflow the much
+// smaller cells of a WITHOUT ROWID table onto mostly empty pages.
+var schema = []string{
+	`CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+)`,
+	`CREATE TABLE runs (
+	id         INTEGER PRIMARY KEY,
+	kind       TEXT NOT NULL CHECK (kind IN ('live', 'sim')),
+	config     TEXT NOT NULL,
+	scenario   TEXT NOT NULL,
+	seed       INTEGER NOT NULL,
+	version    TEXT NOT NULL,
+	picker     TEXT NOT NULL,
+	started_at TEXT NOT NULL,
+	ended_at   TEXT,
+	dropped    INTEGER
+)`,
+	`CREATE TABLE run_drops (
+	run_id  INTEGER NOT NULL REFERENCES runs (id),
+	tbl     TEXT NOT NULL,
+	dropped INTEGER NOT NULL,
+	PRIMARY KEY (run_id, tbl)
+) WITHOUT ROWID`,
+	`CREATE TABLE discovery (
+	run_id    INTEGER NOT NULL,
+	seq       INTEGER NOT NULL,
+	at_ns     INTEGER,
+	op        TEXT NOT NULL CHECK (op IN ('put', 'delete', 'resync', 'prune', 'reset')),
+	namespace TEXT,
+	keyspace  TEXT,
+	key       TEXT,
+	revision  INTEGER,
+	value     BLOB,
+	keep      TEXT,
+	records   INTEGER,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE resync_records (
+	run_id   INTEGER NOT NULL,
+	seq      INTEGER NOT NULL,
+	idx      INTEGER NOT NULL,
+	keyspace TEXT NOT NULL,
+	key      TEXT NOT NULL,
+	value    BLOB,
+	PRIMARY KEY (run_id, seq, idx)
+)`,
+	`CREATE TABLE published (
+	run_id     INTEGER NOT NULL,
+	seq        INTEGER NOT NULL,
+	at_ns      INTEGER,
+	generation INTEGER NOT NULL,
+	workers    INTEGER NOT NULL,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE load_messages (
+	run_id                INTEGER NOT NULL,
+	seq                   INTEGER NOT NULL,
+	at_ns                 INTEGER,
+	kind                  TEXT NOT NULL CHECK (kind IN ('connected', 'message')),
+	namespace             TEXT NOT NULL,
+	publisher_id          INTEGER NOT NULL,
+	frames                BLOB,
+	result                TEXT,
+	sequence              INTEGER,
+	worker_id             INTEGER,
+	dp_rank               INTEGER,
+	kv_used_blocks        INTEGER,
+	active_decode_blocks  INTEGER,
+	active_prefill_tokens INTEGER,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE kv_messages (
+	run_id       INTEGER NOT NULL,
+	seq          INTEGER NOT NULL,
+	at_ns        INTEGER,
+	kind         TEXT NOT NULL CHECK (kind IN ('connected', 'message')),
+	namespace    TEXT NOT NULL,
+	publisher_id INTEGER NOT NULL,
+	frames       BLOB,
+	result       TEXT,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE requests (
+	run_id        INTEGER NOT NULL,
+	seq           INTEGER NOT NULL,
+	at_ns         INTEGER,
+	request_id    INTEGER NOT NULL,
+	model         TEXT NOT NULL,
+	namespaces    TEXT,
+	prompt_tokens INTEGER NOT NULL,
+	max_tokens    INTEGER NOT NULL,
+	generation    INTEGER NOT NULL,
+	session       INTEGER NOT NULL,
+	route         TEXT NOT NULL,
+	tokens        BLOB,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE selections (
+	run_id           INTEGER NOT NULL,
+	seq              INTEGER NOT NULL,
+	at_ns            INTEGER,
+	request_id       INTEGER NOT NULL,
+	ok               INTEGER NOT NULL,
+	namespace        TEXT NOT NULL,
+	decode_worker    INTEGER NOT NULL,
+	decode_rank      INTEGER NOT NULL,
+	decode_declared  INTEGER NOT NULL,
+	decode_role      TEXT NOT NULL,
+	decode_reason    TEXT NOT NULL,
+	has_prefill      INTEGER NOT NULL,
+	prefill_worker   INTEGER NOT NULL,
+	prefill_rank     INTEGER NOT NULL,
+	prefill_declared INTEGER NOT NULL,
+	prefill_role     TEXT NOT NULL,
+	prefill_reason   TEXT NOT NULL,
+	candidates       TEXT,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE ended (
+	run_id     INTEGER NOT NULL,
+	seq        INTEGER NOT NULL,
+	at_ns      INTEGER,
+	request_id INTEGER NOT NULL,
+	reason     TEXT NOT NULL,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE outcomes (
+	run_id        INTEGER NOT NULL,
+	seq           INTEGER NOT NULL,
+	at_ns         INTEGER,
+	request_id    INTEGER NOT NULL,
+	status        TEXT NOT NULL,
+	error         TEXT NOT NULL,
+	prompt_tokens INTEGER NOT NULL,
+	cached_tokens INTEGER NOT NULL,
+	output_tokens INTEGER NOT NULL,
+	ttft_ns       INTEGER NOT NULL,
+	e2e_ns        INTEGER NOT NULL,
+	itl_ns        INTEGER NOT NULL,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE VIEW timeline AS
+	SELECT run_id, seq, at_ns, 'discovery.' || op AS kind, NULL AS request_id FROM discovery
+	UNION ALL SELECT run_id, seq, at_ns, 'published', NULL FROM published
+	UNION ALL SELECT run_id, seq, at_ns, 'load.' || kind, NULL FROM load_messages
+	UNION ALL SELECT run_id, seq, at_ns, 'kv.' || kind, NULL FROM kv_messages
+	UNION ALL SELECT run_id, seq, at_ns, 'request', request_id FROM requests
+	UNION ALL SELECT run_id, seq, at_ns, 'selection', request_id FROM selections
+	UNION ALL SELECT run_id, seq, at_ns, 'ended', request_id FROM ended
+	UNION ALL SELECT run_id, seq, at_ns, 'outcome', request_id FROM outcomes`,
+}
+
+// errNotRecording: the file is a SQLite database, but not a recording.
+var errNotRecording = errors.New("not a switchyard recording")
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkVersion reads the schema version of a recording. present is false
+// when the database has no meta table.
+func checkVersion(ctx context.Context, q querier, path string) (present bool, err error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'`).Scan(&n); err != nil {
+		return false, fmt.Errorf("recorder: %s: %w", path, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	var v string
+	err = q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, fmt.Errorf("recorder: %s: %w (meta has no schema_version)", path, errNotRecording)
+	}
+	if err != nil {
+		return true, fmt.Errorf("recorder: %s: %w", path, err)
+	}
+	if got, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || got != SchemaVersion {
+		return true, fmt.Errorf("recorder: %s has schema version %q; this build reads and writes version %d only", path, v, SchemaVersion)
+	}
+	return true, nil
+}
+
+// ensureSchema creates the schema in an empty database, or checks the
+// version of an existing recording.
+func ensureSchema(ctx context.Context, db *sql.DB, path string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("recorder: %s: %w", path, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	present, err := checkVersion(ctx, tx, path)
+	if err != nil {
+		return err
+	}
+	if present {
+		return nil
+	}
+	var objects int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&objects); err != nil {
+		return fmt.Errorf("recorder: %s: %w", path, err)
+	}
+	if objects != 0 {
+		return fmt.Errorf("recorder: %s: %w (it holds other tables)", path, errNotRecording)
+	}
+	for _, s := range schema {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("recorder: %s: creating schema: %w", path, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema_version', ?)`, strconv.Itoa(SchemaVersion)); err != nil {
+		return fmt.Errorf("recorder: %s: %w", path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("recorder: %s: %w", path, err)
+	}
+	return nil
+}
+
+// dsn is the driver's connection string for path: a file: URI, with the
+// characters a URI gives meaning to escaped.
+func dsn(path string, params ...string) string {
+	var b strings.Builder
+	b.WriteString("file:")
+	if strings.HasPrefix(path, "/") {
+		b.WriteString("//") // an empty authority, so a path starting "//" stays a path
+	}
+	for i := 0; i < len(path); i++ {
+		switch c := path[i]; c {
+		case '?', '#', '%':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	for i, p := range params {
+		if i == 0 {
+			b.WriteByte('?')
+		} else {
+			b.WriteByte('&')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
