@@ -77,7 +77,7 @@ type job struct {
 
 const jsonSafeMask = 1<<53 - 1
 
-func newWorker(r *Run, index int, g *WorkerGroup) *worker {
+func newWorker(r *Run, index int, g *WorkerGroup, inGroup int) *worker {
 	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true}
 	w.component = g.Role
 	if g.Role == "aggregated" {
@@ -94,6 +94,9 @@ func newWorker(r *Run, index int, g *WorkerGroup) *worker {
 	}
 	// Lease ids are positive int64s; publisher ids are JSON-safe.
 	w.id = r.ids.Uint64()>>1 | 1
+	if inGroup < len(g.InstanceIDs) {
+		w.id = g.InstanceIDs[inGroup]
+	}
 	w.newPublisher()
 	cfg := engine.Config{BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens,
 		MaxNumSeqs: g.MaxNumSeqs, SpeedupRatio: g.SpeedupRatio}

@@ -125,7 +125,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	for gi := range sc.Fleet {
 		g := &sc.Fleet[gi]
 		for i := 0; i < g.Count; i++ {
-			r.workers = append(r.workers, newWorker(r, len(r.workers), g))
+			r.workers = append(r.workers, newWorker(r, len(r.workers), g, i))
 		}
 	}
 	r.blockSize = sc.Fleet[0].BlockSize

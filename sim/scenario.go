@@ -62,6 +62,10 @@ type WorkerGroup struct {
 	// LoadFields adds the scheduler fields to each ActiveLoad sample;
 	// kv_used_blocks is always sent, as dynamo.vllm does.
 	LoadFields []string `yaml:"load_fields"`
+	// InstanceIDs, when set, are the workers' instance ids in order (one
+	// per worker): a fleet rebuilt from a live recording keeps its ids, so
+	// simulated selections compare with the recorded ones.
+	InstanceIDs []uint64 `yaml:"instance_ids,omitempty"`
 }
 
 // Network shapes how the fleet's state reaches the router.
@@ -348,6 +352,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 			if v < 1 {
 				bad("%s.%s: must be >= 1, got %d", p, name, v)
 			}
+		}
+		if len(g.InstanceIDs) > 0 && len(g.InstanceIDs) != g.Count {
+			bad("%s.instance_ids: %d ids for %d workers", p, len(g.InstanceIDs), g.Count)
 		}
 		if g.DPSize > 64 {
 			bad("%s.dp_size: at most 64", p)

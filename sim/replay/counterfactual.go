@@ -128,7 +128,8 @@ func scenarioOf(info recorder.RunInfo, workers []*discovery.Worker) (*sim.Scenar
 	}
 	sc := &sim.Scenario{Seed: info.Seed, Picker: info.Picker}
 	for _, w := range workers {
-		g := sim.WorkerGroup{Role: w.Role.String(), Count: 1, DPSize: int(max(w.Runtime.DPSize, 1)), BlockSize: int(w.BlockSize)}
+		g := sim.WorkerGroup{Role: w.Role.String(), Count: 1, DPSize: int(max(w.Runtime.DPSize, 1)), BlockSize: int(w.BlockSize),
+			InstanceIDs: []uint64{w.InstanceID}}
 		if g.Role == "decode" || g.Role == "prefill" || g.Role == "aggregated" {
 			if v := w.Runtime.TotalKVBlocks; v != nil {
 				g.TotalKVBlocks = int(*v)
