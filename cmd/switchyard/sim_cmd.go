@@ -20,7 +20,7 @@ func init() { register(newSimCmd) }
 func newSimCmd() *cobra.Command {
 	var (
 		path, record, pickerName string
-		asJSON                   bool
+		asJSON, noTokens         bool
 		logs                     logFlags
 	)
 	cmd := &cobra.Command{
@@ -45,7 +45,7 @@ func newSimCmd() *cobra.Command {
 					return &exitError{1, err}
 				}
 			}
-			res, err := simulate(sc, simulateOptions{record: record, log: log, progress: cmd.ErrOrStderr()})
+			res, err := simulate(sc, simulateOptions{record: record, noTokens: noTokens, log: log, progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -62,6 +62,7 @@ func newSimCmd() *cobra.Command {
 	cmd.Flags().StringVar(&record, "record", "", "record the run to this SQLite file")
 	cmd.Flags().StringVar(&pickerName, "picker", "", "override the scenario's picker")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.Flags().BoolVar(&noTokens, "no-tokens", false, "record prompt lengths without their token ids (much smaller recordings of long prompts)")
 	_ = cmd.MarkFlagRequired("scenario")
 	logs.add(cmd)
 	return cmd
@@ -69,6 +70,7 @@ func newSimCmd() *cobra.Command {
 
 type simulateOptions struct {
 	record   string
+	noTokens bool
 	log      *slog.Logger
 	progress io.Writer
 	// bar, when set, is shared by several runs (bench pickers).
@@ -100,6 +102,9 @@ func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
 			return nil, err
 		}
 		tap = w
+		if o.noTokens {
+			tap = sim.WithoutTokens(w)
+		}
 	}
 	col := stats.NewCollector(stats.SLO{TTFT: sc.SLO.TTFT.Std(), ITL: sc.SLO.ITL.Std()})
 	bar := o.bar
