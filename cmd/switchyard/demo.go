@@ -28,6 +28,7 @@ const demoModel = "Qwen/Qwen3-0.6B"
 func newDemoCmd() *cobra.Command {
 	var (
 		addr, shimURL     string
+		record            string
 		prefills, decodes int
 		speedup           float64
 		logs              logFlags
@@ -59,11 +60,19 @@ func newDemoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(cfg, log)
+			rec, err := startRecording(record, cfg, log)
 			if err != nil {
 				return err
 			}
-			defer srv.Close()
+			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec})
+			if err != nil {
+				stopRecording(rec, log)
+				return err
+			}
+			defer func() {
+				srv.Close()
+				stopRecording(rec, log)
+			}()
 
 			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.EtcdEndpoint()}, DialTimeout: 5 * time.Second})
 			if err != nil {
@@ -92,6 +101,7 @@ func newDemoCmd() *cobra.Command {
 	cmd.Flags().IntVar(&prefills, "prefill", 2, "prefill workers")
 	cmd.Flags().IntVar(&decodes, "decode", 2, "decode workers")
 	cmd.Flags().Float64Var(&speedup, "speedup", 10, "fake workers run this many times faster than the timing model")
+	cmd.Flags().StringVar(&record, "record", "", "record the router's routing core to this SQLite file (replay it with switchyard replay)")
 	logs.add(cmd)
 	return cmd
 }

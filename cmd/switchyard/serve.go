@@ -41,14 +41,16 @@ func (f *logFlags) logger() (*slog.Logger, error) {
 
 func newServeCmd() *cobra.Command {
 	var (
-		path string
-		logs logFlags
+		path, record string
+		logs         logFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --config FILE",
+		Use:   "serve --config FILE [--record FILE]",
 		Short: "Run the router: discovery, metrics and the admin API",
 		Long: "Run the router with the configuration in FILE. The file is watched: a valid\n" +
-			"change is applied live, an invalid one is logged and the running configuration kept.",
+			"change is applied live, an invalid one is logged and the running configuration kept.\n" +
+			"--record FILE records every input and decision of the routing core to SQLite;\n" +
+			"`switchyard replay FILE` checks it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logs.logger()
@@ -59,11 +61,19 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{1, err}
 			}
-			srv, err := server.New(cfg, log)
+			rec, err := startRecording(record, cfg, log)
 			if err != nil {
 				return &exitError{1, err}
 			}
-			defer srv.Close()
+			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec})
+			if err != nil {
+				stopRecording(rec, log)
+				return &exitError{1, err}
+			}
+			defer func() {
+				srv.Close()
+				stopRecording(rec, log)
+			}()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {
@@ -86,6 +96,7 @@ func newServeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "configuration file (YAML)")
 	_ = cmd.MarkFlagRequired("config")
+	cmd.Flags().StringVar(&record, "record", "", "record the routing core's inputs and decisions to this SQLite file")
 	logs.add(cmd)
 	return cmd
 }

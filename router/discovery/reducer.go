@@ -185,6 +185,9 @@ func (r *Reducer) Apply(ev events.Event) {
 	case events.DiscoveryReset:
 		r.count("reset")
 		r.dropWhere(func(*held) bool { return true })
+		// Nothing is held: a worker put again is new, as in a fresh
+		// reducer, even before the next View drops the old one.
+		clear(r.firstSeen)
 	}
 }
 

@@ -354,3 +354,18 @@ func TestRecordOutOfItsKeyspaceIsMalformed(t *testing.T) {
 	require.Empty(t, v.Workers)
 	require.Equal(t, 3, cnt["malformed"])
 }
+
+// A reset reducer is a fresh one: a worker put again right after the
+// reset, before any View, is first seen anew, exactly as a new reducer
+// would see it (a recording stores a replaced reducer as a reset).
+func TestResetForgetsFirstSeen(t *testing.T) {
+	key := "v1/instances/dynamo/decode/generate/a"
+	r := NewReducer(nil, nil)
+	v := fold(r, put("dynamo", key, endpointJSON("decode", "generate", 10), t0))
+	require.Equal(t, t0, v.Workers[0].FirstSeen)
+	t1 := t0.Add(time.Minute)
+	v = fold(r, events.DiscoveryReset{At: t1}, put("dynamo", key, endpointJSON("decode", "generate", 10), t1))
+	fresh := fold(NewReducer(nil, nil), put("dynamo", key, endpointJSON("decode", "generate", 10), t1))
+	require.Equal(t, t1, v.Workers[0].FirstSeen)
+	require.True(t, sameView(fresh, v))
+}

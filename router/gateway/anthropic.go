@@ -50,7 +50,7 @@ func (g *Gateway) messages() http.Handler {
 			writeAnthropicError(w, p.status, p.code, p.message)
 			return
 		}
-		g.serveConverted(w, r, st, key, in, pathChat, &anthropicConverter{chat: chat, body: in.body})
+		g.serveConverted(w, r, st, key, in, pathMessages, pathChat, &anthropicConverter{chat: chat, body: in.body})
 	})
 }
 

@@ -21,6 +21,9 @@ type inbound struct {
 	stream bool
 	// promptTokens is the prompt size estimate the picker costs with.
 	promptTokens uint64
+	// maxTokens is the requested output limit, 0 when none is given (or
+	// it is not a positive integer: the upstream judges it).
+	maxTokens int
 }
 
 // problem is a client error found before routing.
@@ -98,6 +101,7 @@ func parseInbound(body []byte, k kind, est picker.Estimator) (*inbound, *problem
 		text, tokens = promptText(top["prompt"])
 	}
 	in.promptTokens = est.Estimate(text) + tokens
+	in.maxTokens = maxTokensOf(top)
 	stripped, changed, err := stripTokenData(top)
 	if err != nil {
 		return nil, bad("the request body could not be re-encoded")
@@ -106,6 +110,18 @@ func parseInbound(body []byte, k kind, est picker.Estimator) (*inbound, *problem
 		in.body = stripped
 	}
 	return in, nil
+}
+
+// maxTokensOf reads the output limit: max_completion_tokens (OpenAI's
+// newer name, which wins) or max_tokens.
+func maxTokensOf(top map[string]json.RawMessage) int {
+	for _, f := range [...]string{"max_completion_tokens", "max_tokens"} {
+		var n int
+		if raw, ok := top[f]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // chatText concatenates the text of every message: string contents, and

@@ -54,12 +54,13 @@ func (x *exchange) deliver(a *attempt, peek []byte) string {
 
 // serveConverted runs a converted request through the chat path's
 // routing, under gateway.request_timeout. in is the final body's
-// inbound (the one the picker estimates); conv sends and answers.
-func (g *Gateway) serveConverted(w http.ResponseWriter, r *http.Request, st *state, key *apiKey, in *inbound, path string, conv converter) {
+// inbound (the one the picker estimates); route is the ingress route,
+// path the upstream one; conv sends and answers.
+func (g *Gateway) serveConverted(w http.ResponseWriter, r *http.Request, st *state, key *apiKey, in *inbound, route, path string, conv converter) {
 	ctx, cancel := context.WithTimeout(r.Context(), orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
 	defer cancel()
 	x := &exchange{
-		g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, path: path, conv: conv,
+		g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: route, path: path, conv: conv,
 		disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
 	}
 	x.serve()

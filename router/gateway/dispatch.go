@@ -21,7 +21,9 @@ type exchange struct {
 	ctx context.Context // the client's context under gateway.request_timeout
 	key *apiKey
 	in  *inbound
-	// path is the upstream path (the route's own).
+	// route is the ingress route; path the upstream path (the route's
+	// own for the OpenAI ingress).
+	route    string
 	path     string
 	disclose bool
 	now      time.Time
@@ -31,6 +33,8 @@ type exchange struct {
 	conv converter
 	// unsent is why the last send was unsendable (a client error).
 	unsent *problem
+	// first notes the first body byte written (set only with OnOutcome).
+	first *firstByte
 }
 
 // serve routes the request: pinned through a shim when the picker finds
@@ -43,7 +47,7 @@ func (x *exchange) serve() {
 			p := x.g.picker.Get()
 			req := picker.Request{
 				ID: x.g.ids.Add(1), Model: st.dynamoModel(x.in.model), Namespaces: ns,
-				PromptTokens: x.in.promptTokens, Now: x.now,
+				PromptTokens: x.in.promptTokens, Now: x.now, Route: x.route, MaxTokens: x.in.maxTokens,
 			}
 			if sel, ok := p.Pick(req, x.g.snapshot()); ok {
 				x.servePinned(p, req, sel)
@@ -109,12 +113,17 @@ func (x *exchange) repin(pn *pinning) bool {
 // picker the request ended unserved.
 func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.Selection) {
 	pn := &pinning{p: p, req: req, sel: sel, fresh: x.conv != nil, open: true}
+	if x.g.onOutcome != nil {
+		x.first = &firstByte{ResponseWriter: x.w, clock: x.g.clock}
+		x.w = x.first
+	}
 	pl := x.st.poolByNS[sel.Namespace]
 	if pl == nil || !slices.Contains(req.Namespaces, sel.Namespace) {
 		// The picker answered a namespace it was not offered (a bug in
 		// it); nothing was sent, so the request may still go unified.
 		pn.end()
 		x.g.log.Error("picker chose a namespace it was not offered", "namespace", sel.Namespace)
+		x.pinnedEnded(pn, OutcomeFailed, "the picker chose a namespace it was not offered")
 		x.serveUnified(false)
 		return
 	}
@@ -127,25 +136,31 @@ func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.S
 	switch o {
 	case canceled:
 		pn.end()
+		x.pinnedEnded(pn, OutcomeCancelled, x.canceledWhy())
 		x.countPath(path)
 		x.writeCanceled()
 		return
 	case unsendable:
 		pn.end()
+		x.pinnedEnded(pn, OutcomeRejected, x.unsent.message)
 		x.unsent.writeAs(x)
 		return
 	case connectFailed, timedOut, unavailable:
 		pn.end()
-		x.decodeFailure(path, "the Dynamo frontend could not be reached: "+o.String())
+		msg := "the Dynamo frontend could not be reached: " + o.String()
+		x.pinnedEnded(pn, OutcomeFailed, msg)
+		x.decodeFailure(path, msg)
 		return
 	}
 
 	status := a.resp.StatusCode
 	if status/100 == 2 {
 		x.discloseServer(a.b, &pn.sel)
-		if result := x.deliver(a, nil); result != metrics.ResultOK {
+		result := x.deliver(a, nil)
+		if result != metrics.ResultOK {
 			pn.end()
 		}
+		x.pinnedDelivered(pn, result)
 		x.countPath(path)
 		return
 	}
@@ -156,6 +171,7 @@ func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.S
 		// pair would be refused the same way, so none is tried.
 		x.settle(a, statusResult(status), neutral)
 		pn.end()
+		x.pinnedEnded(pn, OutcomeRefused, "the Dynamo frontend requires a prefill worker pin in direct routing mode")
 		x.g.metrics.CountDisaggError(metrics.PhaseOrchestration)
 		x.countPath(path)
 		x.discloseServer(a.b, &pn.sel)
@@ -167,12 +183,15 @@ func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.S
 		x.discloseServer(a.b, &pn.sel)
 		x.deliver(a, peek)
 		pn.end()
+		x.pinnedEnded(pn, OutcomeRejected, "the Dynamo frontend answered HTTP "+strconv.Itoa(status)+" "+http.StatusText(status))
 		x.countPath(path)
 		return
 	}
 	x.settle(a, statusResult(status), verdictFor(status))
 	pn.end()
-	x.decodeFailure(path, "the Dynamo frontend answered HTTP "+strconv.Itoa(status)+" "+http.StatusText(status))
+	msg := "the Dynamo frontend answered HTTP " + strconv.Itoa(status) + " " + http.StatusText(status)
+	x.pinnedEnded(pn, OutcomeFailed, msg)
+	x.decodeFailure(path, msg)
 }
 
 // decodeFailure handles a failed pinned request: a unified fallback when

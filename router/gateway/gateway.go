@@ -48,6 +48,9 @@ type Options struct {
 	Clock clock.Clock
 	// Estimator sizes prompts for the picker; it defaults to the heuristic.
 	Estimator picker.Estimator
+	// OnOutcome, when set, is called once per pinned request as its
+	// pinned attempt ends (see Outcome). nil costs nothing.
+	OnOutcome func(Outcome)
 }
 
 // Gateway serves the /v1 routes. It is safe for concurrent use; Reload
@@ -59,6 +62,7 @@ type Gateway struct {
 	log       *slog.Logger
 	clock     clock.Clock
 	est       picker.Estimator
+	onOutcome func(Outcome)
 	transport *http.Transport
 	prober    *prober
 
@@ -90,7 +94,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 	t := newTransport()
 	g := &Gateway{
 		registry: o.Registry, picker: o.Picker, metrics: o.Metrics, log: o.Log,
-		clock: o.Clock, est: o.Estimator, transport: t,
+		clock: o.Clock, est: o.Estimator, onOutcome: o.OnOutcome, transport: t,
 	}
 	g.prober = &prober{
 		// Probes never follow redirects: a health route that redirects is

@@ -320,6 +320,7 @@ type fixtureOptions struct {
 	clock clock.Clock
 	// readTimeout is the server's ReadTimeout; streams must outlive it.
 	readTimeout time.Duration
+	onOutcome   func(Outcome)
 }
 
 func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, opts ...func(*fixtureOptions)) *fixture {
@@ -335,7 +336,7 @@ func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, o
 	f := &fixture{t: t, reg: reg, picker: &rrPicker{}, metrics: metrics.New()}
 	f.gw = New(cfg, Options{
 		Registry: reg, Picker: picker.NewHolder(f.picker), Metrics: f.metrics.Gateway,
-		Log: slog.New(slog.DiscardHandler), Clock: o.clock,
+		Log: slog.New(slog.DiscardHandler), Clock: o.clock, OnOutcome: o.onOutcome,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", f.gw.Handler())

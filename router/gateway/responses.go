@@ -45,11 +45,11 @@ func (g *Gateway) responses() http.Handler {
 			conv.problem = problemOf(err)
 		} else if cin, p := parseInbound(chat, kindChat, g.est); p == nil {
 			conv.chat = cin.body
-			in.promptTokens = cin.promptTokens
+			in.promptTokens, in.maxTokens = cin.promptTokens, cin.maxTokens
 		} else {
 			conv.problem = p
 		}
-		g.serveConverted(w, r, st, key, in, pathResponses, conv)
+		g.serveConverted(w, r, st, key, in, pathResponses, pathResponses, conv)
 	})
 }
 

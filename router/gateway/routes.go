@@ -81,7 +81,7 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), orDefault(gw.RequestTimeout.Std(), config.DefaultRequestTimeout))
 		defer cancel()
 		x := &exchange{
-			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, path: path,
+			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
 			disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
 		}
 		x.serve()

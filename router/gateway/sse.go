@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -36,9 +37,17 @@ type streamSink interface {
 // has told the client and the attempt counts as a broken stream.
 var errStreamFailed = errors.New("the upstream stream failed")
 
-// relayStream relays a server-sent event stream as it came.
+// relayStream relays a server-sent event stream as it came. A stream
+// whose terminal "data: [DONE]" event reached the client is whole, however
+// it ended afterwards: OpenAI SDKs hang up as soon as they read it, which
+// can be before the upstream closes its end.
 func (x *exchange) relayStream(a *attempt, body io.Reader) (string, verdict) {
-	return x.pumpStream(a, body, passthrough{})
+	pt := &passthrough{}
+	result, v := x.pumpStream(a, body, pt)
+	if pt.done {
+		return metrics.ResultOK, success
+	}
+	return result, v
 }
 
 // pumpStream reads a server-sent event stream event by event and hands
@@ -137,16 +146,32 @@ func (x *exchange) streamFailure(result string) (status int, code, msg string, o
 }
 
 // passthrough relays events byte for byte and ends a broken stream with
-// an OpenAI-style error event. The partial event is dropped.
-type passthrough struct{}
+// an OpenAI-style error event. The partial event is dropped. done is set
+// once the terminal [DONE] event has been sent.
+type passthrough struct{ done bool }
 
-func (passthrough) event(send sendFunc, ev []byte, _ bool) error { return send(ev) }
+func (p *passthrough) event(send sendFunc, ev []byte, part bool) error {
+	if err := send(ev); err != nil {
+		return err
+	}
+	p.done = p.done || !part && isDoneEvent(ev)
+	return nil
+}
 
-func (passthrough) end(sendFunc) error { return nil }
+func (*passthrough) end(sendFunc) error { return nil }
 
-func (passthrough) broken(send sendFunc, status int, code, msg string) {
+func (p *passthrough) broken(send sendFunc, status int, code, msg string) {
+	if p.done {
+		return // the client has the whole answer
+	}
 	ev := append([]byte("data: "), errorJSON(status, code, msg)...)
 	_ = send(append(ev, '\n', '\n'))
+}
+
+// isDoneEvent reports OpenAI's terminal event, "data: [DONE]".
+func isDoneEvent(ev []byte) bool {
+	data, ok := bytes.CutPrefix(ev, []byte("data:"))
+	return ok && bytes.HasPrefix(bytes.TrimLeft(data, " "), []byte("[DONE]"))
 }
 
 func isBlankLine(line []byte) bool {

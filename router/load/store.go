@@ -66,8 +66,10 @@ type Store struct {
 	load         ActiveLoad
 	maxStaleness time.Duration
 	count        func(eventplane.Result)
-	// gen moves on every SetLive, which may remove rank records.
-	gen uint64
+	// gen moves on every SetLive that installs a new snapshot, which may
+	// remove rank records; liveSnap is the snapshot installed last.
+	gen      uint64
+	liveSnap *discovery.Snapshot
 }
 
 // NewStore returns an empty store admitting no worker until SetLive.
@@ -103,8 +105,16 @@ func (s *Store) MaxStaleness() time.Duration {
 
 // SetLive installs the admission gate from a registry snapshot: only live
 // workers' declared ranks are admitted. Samples, dispatches and stream
-// state of anything that left are evicted at once.
+// state of anything that left are evicted at once. Installing the snapshot
+// already installed is a no-op, so two followers of one registry may both
+// call it.
 func (s *Store) SetLive(snap *discovery.Snapshot) {
+	s.mu.Lock()
+	same := snap == s.liveSnap
+	s.mu.Unlock()
+	if same {
+		return
+	}
 	live := make(map[worker]rankRange, len(snap.Workers))
 	for _, w := range snap.Workers {
 		live[worker{w.Namespace, w.InstanceID}] = rankRange{w.Runtime.DPStartRank, max(w.Runtime.DPSize, 1)}
@@ -117,8 +127,11 @@ func (s *Store) SetLive(snap *discovery.Snapshot) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if snap == s.liveSnap {
+		return
+	}
 	s.gen++
-	s.live = live
+	s.live, s.liveSnap = live, snap
 	s.ranks.each(func(k Key, r *rank) {
 		if !s.admitted(k) {
 			s.ranks.remove(k, r)

@@ -328,3 +328,32 @@ func TestStatusTableUnderManualClock(t *testing.T) {
 		require.Equal(t, r.want, s.StatusOf(key(0), Decode, clk.Now()), r.name)
 	}
 }
+
+// Installing the snapshot already installed changes nothing: samples,
+// dispatches and the handles pickers hold stay, since the generation a
+// picker's cached handles depend on does not move.
+func TestSetLiveTwiceIsANoOp(t *testing.T) {
+	s := NewStore(nil)
+	snap := liveSnapshot(decodeWorker(7, 0, 2))
+	s.SetLive(snap)
+	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(1, 0, 5))))
+	require.True(t, s.RecordDispatch(Dispatch{RequestID: 1, Key: key(1), Blocks: 4, At: t0}))
+	r := s.Reader(t0)
+	gen := r.Generation()
+	r.Close()
+
+	s.SetLive(snap)
+	r = s.Reader(t0)
+	require.Equal(t, gen, r.Generation(), "the same snapshot does not invalidate handles")
+	r.Close()
+	require.Equal(t, 1, s.Len())
+	_, blocks := s.Unanswered(key(1), t0)
+	require.Equal(t, uint64(4), blocks)
+
+	// An equal but distinct snapshot is a new installation.
+	s.SetLive(liveSnapshot(decodeWorker(7, 0, 2)))
+	r = s.Reader(t0)
+	require.NotEqual(t, gen, r.Generation())
+	r.Close()
+	require.Equal(t, 1, s.Len(), "nothing left, so nothing was evicted")
+}

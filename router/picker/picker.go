@@ -7,6 +7,7 @@
 package picker
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,12 @@ type Request struct {
 	PromptTokens uint64
 	// Now is the decision time (the request's receipt time).
 	Now time.Time
+
+	// Route and MaxTokens describe the request to a recording: the
+	// ingress route and the requested output limit (0 when the client set
+	// none). Pickers do not read them.
+	Route     string
+	MaxTokens int
 }
 
 // Pin is one chosen worker rank.
@@ -94,7 +101,13 @@ type Explainer interface {
 
 // Holder keeps the active picker; it can be replaced at run time (the
 // KV-aware picker replaces the load-based one without touching callers).
-type Holder struct{ p atomic.Pointer[Picker] }
+type Holder struct {
+	p atomic.Pointer[Picker]
+
+	mu   sync.Mutex // serialises Set and Wrap
+	set  Picker     // the picker last Set, before wrapping
+	wrap func(Picker) Picker
+}
 
 // NewHolder holds p.
 func NewHolder(p Picker) *Holder {
@@ -106,5 +119,30 @@ func NewHolder(p Picker) *Holder {
 // Get returns the active picker.
 func (h *Holder) Get() Picker { return *h.p.Load() }
 
-// Set replaces the active picker.
-func (h *Holder) Set(p Picker) { h.p.Store(&p) }
+// Set replaces the active picker. Under a Wrap, the wrapped picker is
+// what Get returns.
+func (h *Holder) Set(p Picker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.set = p
+	h.install()
+}
+
+// Wrap decorates the active picker, and every picker Set later, with w
+// (a recording wraps each picker so that it stays on top of replacements).
+// Each picker gets its own decorator, so a request ends on the picker that
+// pinned it. A later Wrap replaces w.
+func (h *Holder) Wrap(w func(Picker) Picker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wrap = w
+	h.install()
+}
+
+func (h *Holder) install() {
+	p := h.set
+	if h.wrap != nil {
+		p = h.wrap(p)
+	}
+	h.p.Store(&p)
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
 
+	"switchyard/recorder"
 	"switchyard/router/admin"
 	"switchyard/router/clock"
 	"switchyard/router/config"
@@ -53,12 +54,28 @@ type Server struct {
 	gateway    *gateway.Gateway
 	http       *http.Server
 	listener   net.Listener
+	rec        *recording
 	closeOnce  sync.Once
+}
+
+// Options are the optional parts of a process.
+type Options struct {
+	// Recorder, when set, records every input the routing core applies
+	// (discovery, publishes, kv_metrics messages, picks, ended notices)
+	// in the order it applied them, and each pinned request's outcome
+	// (see record.go). The caller creates it before New and closes it
+	// after Close; Close stops recording first, so nothing is lost.
+	Recorder *recorder.Writer
 }
 
 // New validates cfg and starts everything it asks for. The caller owns
 // Close. A configuration with validation errors is refused.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+	return NewWithOptions(cfg, log, Options{})
+}
+
+// NewWithOptions is New with optional parts.
+func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, error) {
 	errs, warns := cfg.Validate()
 	for _, w := range warns {
 		log.Warn("config", "issue", w.String())
@@ -74,16 +91,28 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.discovery = supervisor.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
+	s.loads = load.NewStore(s.metrics.Load.Count)
+	if o.Recorder != nil {
+		// From the empty start: the recording must see every input.
+		s.rec = newRecording(o.Recorder, s.discovery.Registry(), s.loads, clock.Real{})
+		s.discovery.SetRecording(s.rec.discovery())
+		s.metrics.Registry.MustRegister(recorderCollector{o.Recorder})
+	}
 	if err := s.startLoad(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.discovery.Apply(s.effective(cfg))
 	s.picker = picker.NewHolder(picker.NewLoadBased(s.loads, s.metrics.Selection.Count))
-	s.gateway = gateway.New(cfg, gateway.Options{
+	gwOpts := gateway.Options{
 		Registry: s.discovery.Registry(), Picker: s.picker, Metrics: s.metrics.Gateway,
 		Log: log.With("component", "gateway"), Clock: clock.Real{},
-	})
+	}
+	if s.rec != nil {
+		s.picker.Wrap(s.rec.wrap)
+		gwOpts.OnOutcome = s.rec.outcome
+	}
+	s.gateway = gateway.New(cfg, gwOpts)
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
 	if err != nil {
@@ -112,18 +141,24 @@ func (s *Server) effective(cfg *config.Config) *config.Config {
 	return c
 }
 
-// startLoad builds the load store and its kv_metrics subscriptions, and
-// follows the registry: each new generation updates the store's admission
-// gate and the subscriptions at once.
+// startLoad starts the load store's kv_metrics subscriptions and follows
+// the registry: each new generation updates the store's admission gate
+// and the subscriptions at once. While recording, discovery installs the
+// gate itself under the order lock, at the recorded point (a follower
+// that read an older snapshot must not install it afterwards), and this
+// follower only reconciles the subscriptions.
 func (s *Server) startLoad(cfg *config.Config) error {
 	policy, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
-	s.loads = load.NewStore(s.metrics.Load.Count)
 	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
+	var sink eventplane.Sink = load.Subscriber{Store: s.loads}
+	if s.rec != nil {
+		sink = s.rec.sink()
+	}
 	s.loadSubs = eventplane.NewSupervisor(eventplane.Family{
-		Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits, Sink: load.Subscriber{Store: s.loads},
+		Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits, Sink: sink,
 	}, policy, clock.Real{}, s.log.With("component", "load"), s.metrics.Load.Count)
 	s.metrics.Registry.MustRegister(&metrics.LoadCollector{
 		Subscriptions: s.loadSubs.Subscriptions, Store: s.loads, Now: time.Now})
@@ -136,7 +171,9 @@ func (s *Server) startLoad(cfg *config.Config) error {
 		for {
 			changed := reg.Changed()
 			snap := reg.Snapshot()
-			s.loads.SetLive(snap)
+			if s.rec == nil {
+				s.loads.SetLive(snap)
+			}
 			s.loadSubs.Reconcile(snap)
 			select {
 			case <-changed:
@@ -254,6 +291,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
 	s.gateway.Reload(cfg)
+	if s.rec != nil && cfg.Dynamo.Load.MaxStaleness != old.Dynamo.Load.MaxStaleness {
+		s.log.Warn("dynamo.load.max_staleness changed while recording: a replay of this recording uses the value the process started with")
+	}
 	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
@@ -285,7 +325,8 @@ func (s *Server) EtcdEndpoint() string {
 	return s.etcd.Endpoint()
 }
 
-// Close stops serving, then discovery, then the embedded etcd. Requests
+// Close stops serving, then discovery, then recording (Options.Recorder
+// may be closed once Close returns), then the embedded etcd. Requests
 // in flight, streams included, get gateway.shutdown_grace to finish; the
 // connections still open after it are closed, which cancels their
 // upstream requests.
@@ -309,6 +350,9 @@ func (s *Server) Close() {
 			s.stopFollow()
 			<-s.followDone
 			s.loadSubs.Stop()
+		}
+		if s.rec != nil {
+			s.rec.stop()
 		}
 		if s.etcd != nil {
 			s.etcd.Close()

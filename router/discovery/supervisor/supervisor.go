@@ -55,7 +55,35 @@ type Supervisor struct {
 
 	connected atomic.Bool
 	restarts  atomic.Uint64
+
+	// rec is set before the first Apply, or never.
+	rec *Recording
 }
+
+// Recording hooks a recorder into discovery. While a batch is folded, the
+// supervisor holds Order, hands every event of the batch to Input in the
+// order folded, and, when the registry publishes a new generation, calls
+// Published before releasing Order. So a recording that takes the same
+// lock for the other inputs of the routing core sees discovery exactly
+// where the core applied it.
+//
+// A replaced reducer is handed over as an events.DiscoveryReset (a reset
+// reducer is a fresh one); when the registry is emptied with it, Published
+// follows even if the registry was empty already, so a replay materialises
+// the reset before the next events. Event times lose their monotonic clock
+// reading while recording, so every duration the core computes from them
+// is the one a replay computes from the recorded wall-clock times.
+type Recording struct {
+	Order sync.Locker
+	Input func(events.Event)
+	// Published receives the registry's snapshot and the time it was
+	// published at (the last event's time, or the reset's).
+	Published func(snap *discovery.Snapshot, at time.Time)
+}
+
+// SetRecording records discovery from now on. Call it before the first
+// Apply: a recording must see the fleet from its empty start.
+func (s *Supervisor) SetRecording(r *Recording) { s.rec = r }
 
 // New returns an idle supervisor around reg; Apply starts it.
 func New(reg *discovery.Registry, clk clock.Clock, log *slog.Logger, m *metrics.Discovery, f SourceFactory) *Supervisor {
@@ -178,9 +206,21 @@ func (s *Supervisor) stopWatcher() {
 func (s *Supervisor) replaceFollower(reset bool) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	if s.rec != nil {
+		s.rec.Order.Lock()
+		defer s.rec.Order.Unlock()
+	}
 	s.follower = discovery.NewFollower(discovery.NewReducer(s.log.With("component", "discovery"), s.metrics.CountDiscovery), s.registry)
+	at := s.clk.Now()
+	if s.rec != nil {
+		at = at.Round(0)
+		s.rec.Input(events.DiscoveryReset{At: at})
+	}
 	if reset {
-		s.registry.Publish(&discovery.View{}, s.clk.Now())
+		s.registry.Publish(&discovery.View{}, at)
+		if s.rec != nil {
+			s.rec.Published(s.registry.Snapshot(), at)
+		}
 		s.metrics.ObserveSnapshot(s.registry.Snapshot())
 	}
 }
@@ -188,8 +228,57 @@ func (s *Supervisor) replaceFollower(reset bool) {
 func (s *Supervisor) applyToFollower(ev events.Event) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.follower.Apply([]events.Event{ev})
+	s.fold([]events.Event{ev})
+}
+
+// fold applies a batch to the follower, which publishes the resulting
+// view; while recording, under the recording's order lock, with every
+// event and a moved generation handed to it. The caller holds applyMu.
+func (s *Supervisor) fold(batch []events.Event) {
+	if s.rec == nil || len(batch) == 0 {
+		s.follower.Apply(batch)
+		s.metrics.ObserveSnapshot(s.registry.Snapshot())
+		return
+	}
+	batch = wallClock(batch)
+	s.rec.Order.Lock()
+	before := s.registry.Snapshot()
+	for _, ev := range batch {
+		s.rec.Input(ev)
+	}
+	s.follower.Apply(batch)
+	if snap := s.registry.Snapshot(); snap != before {
+		s.rec.Published(snap, batch[len(batch)-1].Time())
+	}
+	s.rec.Order.Unlock()
 	s.metrics.ObserveSnapshot(s.registry.Snapshot())
+}
+
+// wallClock returns the batch with every event time stripped of its
+// monotonic clock reading (a copy: the watcher owns its slice).
+func wallClock(batch []events.Event) []events.Event {
+	out := make([]events.Event, len(batch))
+	for i, ev := range batch {
+		switch e := ev.(type) {
+		case events.DiscoveryPut:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryDelete:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryResync:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryPrune:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryReset:
+			e.At = e.At.Round(0)
+			ev = e
+		}
+		out[i] = ev
+	}
+	return out
 }
 
 func (s *Supervisor) setConnected(c bool) {
@@ -215,8 +304,7 @@ func (e *epochSink) Apply(batch []events.Event) {
 	if s.epoch.Load() != e.epoch {
 		return
 	}
-	s.follower.Apply(batch)
-	s.metrics.ObserveSnapshot(s.registry.Snapshot())
+	s.fold(batch)
 }
 
 func (e *epochSink) SetConnected(c bool) {

@@ -181,3 +181,113 @@ func TestReplacedWatcherBatchesAreIgnored(t *testing.T) {
 	s.Stop()
 	require.False(t, s.Connected())
 }
+
+// tap is a recording hook that keeps what it is handed.
+type tap struct {
+	mu        sync.Mutex
+	order     sync.Mutex
+	entries   []any // events.Event or published
+	published int
+}
+
+type published struct {
+	gen     uint64
+	at      time.Time
+	workers int
+}
+
+func (tp *tap) recording() *Recording {
+	return &Recording{
+		Order: &tp.order,
+		Input: func(ev events.Event) {
+			tp.mu.Lock()
+			defer tp.mu.Unlock()
+			tp.entries = append(tp.entries, ev)
+		},
+		Published: func(snap *discovery.Snapshot, at time.Time) {
+			tp.mu.Lock()
+			defer tp.mu.Unlock()
+			tp.entries = append(tp.entries, published{snap.Generation, at, len(snap.Workers)})
+		},
+	}
+}
+
+// Through starts, a prune, a replacement and a stop against a real etcd,
+// the recording hook sees every event and every publish in the order
+// applied: one reducer and a registry fed what it saw (a replay) reach
+// the same generation at every publish, and the same fleet, first-seen
+// times included. Every hook call comes under the order lock.
+func TestRecordingReplaysIntoTheSameRegistry(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	putWorker(t, cli, "prod", 1)
+	putWorker(t, cli, "canary", 2)
+
+	s, _ := newSupervisor(t)
+	tp := &tap{}
+	rec := tp.recording()
+	input, pub := rec.Input, rec.Published
+	held := func(what string) {
+		if tp.order.TryLock() {
+			tp.order.Unlock()
+			t.Errorf("%s ran without the order lock", what)
+		}
+	}
+	rec.Input = func(ev events.Event) {
+		held("Input")
+		input(ev)
+	}
+	rec.Published = func(snap *discovery.Snapshot, at time.Time) {
+		held("Published")
+		pub(snap, at)
+	}
+	s.SetRecording(rec)
+	reg := s.Registry()
+	cfg := testConfig(etcd.Endpoint(), "prod", "canary")
+	s.Apply(cfg)
+	waitUntil(t, "both namespaces", func() bool { return len(reg.Snapshot().Workers) == 2 && s.Connected() })
+	putWorker(t, cli, "prod", 3)
+	waitUntil(t, "worker 3", func() bool { return len(reg.Snapshot().Workers) == 3 })
+	c2 := cfg.Clone()
+	c2.Dynamo.Discovery.Etcd.Namespaces = []string{"prod"}
+	s.Apply(c2) // prune
+	waitUntil(t, "the replacement watcher", s.Connected)
+	c3 := c2.Clone()
+	c3.Dynamo.Discovery.Etcd.Endpoints = []string{"http://localhost:" + portOf(etcd.Endpoint())}
+	s.Apply(c3) // replace: a new reducer
+	waitUntil(t, "rebuilt fleet", func() bool { return len(reg.Snapshot().Workers) == 2 && s.Connected() })
+	_, err := cli.Delete(context.Background(), "v1/instances/prod/decode/generate/3")
+	require.NoError(t, err)
+	waitUntil(t, "worker 3 to leave", func() bool { return len(reg.Snapshot().Workers) == 1 })
+	live := reg.Snapshot()
+	s.Stop()
+
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	red, replayed := discovery.NewReducer(nil, nil), discovery.NewRegistry()
+	var resets, publishes int
+	for _, e := range tp.entries {
+		switch v := e.(type) {
+		case published:
+			publishes++
+			gen, _ := replayed.Publish(red.View(), v.at)
+			require.Equal(t, v.gen, gen, "publish %d", publishes)
+			require.Len(t, replayed.Snapshot().Workers, v.workers)
+		case events.Event:
+			if _, ok := v.(events.DiscoveryReset); ok {
+				resets++
+			}
+			require.Equal(t, v.Time(), v.Time().Round(0), "times carry no monotonic reading")
+			red.Apply(v)
+		}
+	}
+	require.Equal(t, 2, resets, "the start and the replacement")
+	require.Equal(t, live.Generation, replayed.Snapshot().Generation)
+	require.Len(t, replayed.Snapshot().Workers, len(live.Workers))
+	for i, w := range live.Workers {
+		r := replayed.Snapshot().Workers[i]
+		require.Equal(t, w.Key(), r.Key())
+		require.True(t, w.FirstSeen.Equal(r.FirstSeen))
+		require.True(t, w.LastUpdated.Equal(r.LastUpdated))
+	}
+}
