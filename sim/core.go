@@ -9,6 +9,7 @@ import (
 	"switchyard/router/discovery"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
+	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/picker"
 )
@@ -20,6 +21,8 @@ type Tap interface {
 	Published(p recorder.Published)
 	LoadConnected(ev events.LoadConnected)
 	LoadMessage(ev *events.LoadMessage, result eventplane.Result)
+	KVConnected(namespace string, publisherID uint64, at time.Time)
+	KVMessage(namespace string, publisherID uint64, frames [][]byte, at time.Time, result string)
 	Request(r recorder.Request)
 	Selection(s recorder.Selection)
 	Ended(e recorder.Ended)
@@ -36,11 +39,14 @@ type Core struct {
 	reducer  *discovery.Reducer
 	registry *discovery.Registry
 	store    *load.Store
+	kv       *kv.Tracker
 	picker   picker.Picker
 	explain  picker.Explainer
 	tap      Tap
 
 	loadResults map[eventplane.Result]uint64
+	kvResults   map[string]uint64
+	kvSelection map[string]uint64
 	reasons     map[string]uint64
 	cands       []picker.Candidate
 }
@@ -50,6 +56,7 @@ type CoreOptions struct {
 	Picker       string
 	Seed         uint64 // the random picker's seed
 	MaxStaleness time.Duration
+	KV           picker.KVOptions
 	Tap          Tap
 	Log          *slog.Logger
 }
@@ -60,14 +67,17 @@ func NewCore(o CoreOptions) (*Core, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Core{registry: discovery.NewRegistry(), tap: o.Tap,
-		loadResults: map[eventplane.Result]uint64{}, reasons: map[string]uint64{}}
+	c := &Core{registry: discovery.NewRegistry(), tap: o.Tap, loadResults: map[eventplane.Result]uint64{},
+		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{}}
 	c.reducer = discovery.NewReducer(log, nil)
 	c.store = load.NewStore(func(r eventplane.Result) { c.loadResults[r]++ })
 	if o.MaxStaleness > 0 {
 		c.store.SetMaxStaleness(o.MaxStaleness)
 	}
-	p, err := picker.New(o.Picker, c.store, o.Seed, func(role, reason string) { c.reasons[role+"/"+reason]++ })
+	c.kv = kv.NewTracker(func(r string) { c.kvResults[r]++ })
+	p, err := picker.New(o.Picker, picker.Deps{Store: c.store, Tracker: c.kv, Seed: o.Seed, KV: o.KV,
+		Count:   func(role, reason string) { c.reasons[role+"/"+reason]++ },
+		KVCount: func(r string) { c.kvSelection[r]++ }})
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +94,15 @@ func (c *Core) Store() *load.Store { return c.store }
 
 // LoadResults counts kv_metrics messages by decode result.
 func (c *Core) LoadResults() map[eventplane.Result]uint64 { return c.loadResults }
+
+// KVResults counts kv-events messages by result.
+func (c *Core) KVResults() map[string]uint64 { return c.kvResults }
+
+// KVSelections counts KV-aware selections by result.
+func (c *Core) KVSelections() map[string]uint64 { return c.kvSelection }
+
+// Reasons counts selections by "role/reason".
+func (c *Core) Reasons() map[string]uint64 { return c.reasons }
 
 // ApplyDiscovery folds one discovery event into the reducer; the registry
 // does not move until Publish.
@@ -102,6 +121,7 @@ func (c *Core) Publish(at time.Time) uint64 {
 	if moved {
 		snap := c.registry.Snapshot()
 		c.store.SetLive(snap)
+		c.kv.SetLive(snap)
 		if c.tap != nil {
 			c.tap.Published(recorder.Published{At: at, Generation: gen, Workers: len(snap.Workers)})
 		}
@@ -137,13 +157,26 @@ func (c *Core) LoadMessage(ev *events.LoadMessage) eventplane.Result {
 	return res
 }
 
+// KVConnected reports a (re)connected kv-events subscription.
+func (c *Core) KVConnected(ev events.KVConnected) {
+	if c.tap != nil {
+		c.tap.KVConnected(ev.Namespace, ev.PublisherID, ev.At)
+	}
+}
+
+// KVMessage applies one kv-events message to the KV index.
+func (c *Core) KVMessage(ev *events.KVMessage) string {
+	res := c.kv.Apply(ev)
+	if c.tap != nil {
+		c.tap.KVMessage(ev.Namespace, ev.PublisherID, ev.Frames, ev.At, res)
+	}
+	return res
+}
+
 // Arrival describes a request as it reaches the router.
 type Arrival struct {
-	Req       picker.Request
-	Tokens    []uint32
-	MaxTokens int
-	Session   uint64
-	Route     string
+	Req     picker.Request
+	Session uint64
 }
 
 // Pick records the request, asks the picker, and records the selection
@@ -152,8 +185,8 @@ func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
 	snap := c.registry.Snapshot()
 	if c.tap != nil {
 		c.tap.Request(recorder.Request{At: a.Req.Now, RequestID: a.Req.ID, Model: a.Req.Model, Namespaces: a.Req.Namespaces,
-			PromptTokens: a.Req.PromptTokens, MaxTokens: a.MaxTokens, Generation: snap.Generation, Tokens: a.Tokens,
-			Session: a.Session, Route: a.Route})
+			PromptTokens: a.Req.PromptTokens, MaxTokens: a.Req.MaxTokens, Generation: snap.Generation, Tokens: a.Req.Tokens,
+			Session: a.Session, Route: a.Req.Route})
 	}
 	sel, ok := c.picker.Pick(a.Req, snap)
 	if c.tap != nil {

@@ -29,7 +29,8 @@ type worker struct {
 	fields    publish.Fields
 	ranks     []*rank
 
-	pub     publisher
+	pub     publisher // kv_metrics
+	kvPub   publisher // kv-events
 	records map[string][]byte // what the worker has written, by key
 
 	alive   bool
@@ -109,9 +110,14 @@ func newWorker(r *Run, index int, g *WorkerGroup, inGroup int) *worker {
 	return w
 }
 
+// newPublisher starts a new incarnation of the worker's kv_metrics and
+// kv-events publishers (one PUB socket each, as live).
 func (w *worker) newPublisher() {
+	ip := fmt.Sprintf("10.0.%d.%d", w.index/250, w.index%250+1)
 	w.pub = publisher{id: w.run.ids.Uint64() & jsonSafeMask}
-	w.pub.endpoint = fmt.Sprintf("tcp://10.0.%d.%d:%d", w.index/250, w.index%250+1, 20000+w.run.ids.IntN(40000))
+	w.pub.endpoint = fmt.Sprintf("tcp://%s:%d", ip, 20000+w.run.ids.IntN(20000))
+	w.kvPub = publisher{id: w.run.ids.Uint64() & jsonSafeMask}
+	w.kvPub.endpoint = fmt.Sprintf("tcp://%s:%d", ip, 40000+w.run.ids.IntN(20000))
 }
 
 func (w *worker) registrarWorker() registrar.Worker {
@@ -120,7 +126,10 @@ func (w *worker) registrarWorker() registrar.Worker {
 		BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens,
 		MaxNumSeqs: g.MaxNumSeqs, ContextLength: g.ContextLength, DPSize: g.DPSize,
 		Transport: fmt.Sprintf("10.0.%d.%d:9000/%s", w.index/250, w.index%250+1, w.component),
-		Channels:  []registrar.Channel{{Topic: discovery.TopicLoad, PublisherID: w.pub.id, Endpoint: w.pub.endpoint}}}
+		Channels: []registrar.Channel{
+			{Topic: discovery.TopicLoad, PublisherID: w.pub.id, Endpoint: w.pub.endpoint},
+			{Topic: discovery.TopicKVEvents, PublisherID: w.kvPub.id, Endpoint: w.kvPub.endpoint},
+		}}
 }
 
 // kvs returns records as discovery KVs in key order (maps iterate randomly).
@@ -195,9 +204,24 @@ func (rk *rank) step(now time.Time) {
 		}
 		j.req.output(rk, j, o, now)
 	}
-	rk.w.run.kvEvents += uint64(len(rk.eng.DrainKVEvents()))
+	rk.publishKV(now)
 	rk.changed(now)
 	rk.reschedule()
+}
+
+// publishKV publishes the engine's KV events since the last call, one
+// message each, as the live fleet's KV reporter does.
+func (rk *rank) publishKV(now time.Time) {
+	evs := rk.eng.DrainKVEvents()
+	w := rk.w
+	w.run.kvEvents += uint64(len(evs))
+	if !w.alive || w.stalled {
+		return
+	}
+	for _, ev := range evs {
+		w.kvPub.seq++
+		w.run.deliverKV(w, wire.KVEventsMessage(w.kvPub.id, w.kvPub.seq, publish.RouterEvent(w.id, rk.idx, ev), now), now)
+	}
 }
 
 // changed schedules a debounced publish of the rank's load, if it moved

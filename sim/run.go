@@ -66,7 +66,8 @@ type Options struct {
 type Summary struct {
 	Requests, Served, Failed, Refused int
 	Events                            uint64 // loop events fired
-	LoadMessages, KVEvents            uint64
+	LoadMessages, KVMessages          uint64
+	KVEvents                          uint64 // engine KV events (published or not)
 	Virtual                           time.Duration // simulated time covered
 }
 
@@ -115,6 +116,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 		name = opts.Picker
 	}
 	core, err := NewCore(CoreOptions{Picker: name, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
+		KV: sc.Router.KV.Options(),
 		Tap: opts.Tap, Log: opts.Log})
 	if err != nil {
 		return nil, err
@@ -202,16 +204,22 @@ func compareKeys(a, b string) int {
 	return 0
 }
 
-// subscribe connects the router to the worker's current publisher after
-// the subscribe delay; samples published before then are lost.
+// subscribe connects the router to the worker's current publishers after
+// the subscribe delay; messages published before then are lost.
 func (r *Run) subscribe(w *worker, now time.Time) {
-	id := w.pub.id
+	id, kvID := w.pub.id, w.kvPub.id
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
-		if !w.alive || w.pub.id != id {
+		if !w.alive {
 			return
 		}
-		w.pub.subscribed = true
-		r.core.LoadConnected(events.LoadConnected{At: now, Namespace: r.sc.Namespace, PublisherID: id})
+		if w.pub.id == id && !w.pub.subscribed {
+			w.pub.subscribed = true
+			r.core.LoadConnected(events.LoadConnected{At: now, Namespace: r.sc.Namespace, PublisherID: id})
+		}
+		if w.kvPub.id == kvID && !w.kvPub.subscribed {
+			w.kvPub.subscribed = true
+			r.core.KVConnected(events.KVConnected{At: now, Namespace: r.sc.Namespace, PublisherID: kvID})
+		}
 	})
 }
 
@@ -219,10 +227,32 @@ func (r *Run) subscribe(w *worker, now time.Time) {
 // simulated network: lost before the subscription, or by load_loss,
 // otherwise delivered after load_delay plus jitter.
 func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
-	n := r.sc.Network
 	if !w.pub.subscribed {
 		return
 	}
+	id := w.pub.id
+	r.deliver(now, func(at time.Time) {
+		r.summary.LoadMessages++
+		r.core.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
+	})
+}
+
+// deliverKV does the same for a kv-events message.
+func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
+	if !w.kvPub.subscribed {
+		return
+	}
+	id := w.kvPub.id
+	r.deliver(now, func(at time.Time) {
+		r.summary.KVMessages++
+		r.core.KVMessage(&events.KVMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
+	})
+}
+
+// deliver schedules a message's arrival across the simulated event plane,
+// or loses it.
+func (r *Run) deliver(now time.Time, arrive Action) {
+	n := r.sc.Network
 	if n.LoadLoss > 0 && r.net.Float64() < n.LoadLoss {
 		return
 	}
@@ -230,11 +260,7 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 	if j := n.LoadJitter.Std(); j > 0 {
 		d += time.Duration(r.net.Int64N(int64(j) + 1))
 	}
-	id := w.pub.id
-	r.loop.At(now.Add(d), func(at time.Time) {
-		r.summary.LoadMessages++
-		r.core.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
-	})
+	r.loop.At(now.Add(d), arrive)
 }
 
 func (r *Run) observeLoad(now time.Time, rk *rank, used uint64) {
@@ -264,12 +290,14 @@ func (r *Run) nextArrival() {
 func (r *Run) arrive(wr workload.Request, now time.Time) {
 	r.summary.Requests++
 	q := &request{run: r, wr: wr, id: wr.ID, arrival: now}
+	// The simulator is a trusted internal caller: it hands the picker the
+	// prompt's token ids, as prompt rendering will for live requests.
 	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces,
-		PromptTokens: uint64(len(wr.Tokens)), Now: now}
+		PromptTokens: uint64(len(wr.Tokens)), Tokens: wr.Tokens, MaxTokens: wr.MaxTokens, Route: "sim", Now: now}
 	if r.opts.Observer != nil {
 		r.opts.Observer.Arrived(&wr, r.blockSize)
 	}
-	sel, ok := r.core.Pick(Arrival{Req: q.pr, Tokens: wr.Tokens, MaxTokens: wr.MaxTokens, Session: wr.Session, Route: "sim"})
+	sel, ok := r.core.Pick(Arrival{Req: q.pr, Session: wr.Session})
 	if !ok {
 		q.finish(now, "refused", "no worker serves the model")
 		return
@@ -491,6 +519,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		}
 	case FaultGap:
 		w.pub.seq++
+		w.kvPub.seq++
 	case FaultMalformed:
 		w.pub.seq++
 		frames := malformedFrames(w.pub.id, w.pub.seq)
@@ -499,6 +528,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		w.failJobs(now, "engine reset")
 		for _, rk := range w.ranks {
 			rk.eng.Reset()
+			rk.publishKV(now)
 			rk.changed(now)
 			rk.reschedule()
 		}

@@ -47,6 +47,12 @@ func (t *textTap) Selection(s recorder.Selection) {
 func (t *textTap) LoadMessage(ev *events.LoadMessage, res eventplane.Result) {
 	t.line("load", fmt.Sprintf("%v %s %x %v", ev.At, ev.Namespace, ev.Frames, res))
 }
+func (t *textTap) KVConnected(ns string, id uint64, at time.Time) {
+	t.line("kvconnected", fmt.Sprint(ns, id, at))
+}
+func (t *textTap) KVMessage(ns string, id uint64, frames [][]byte, at time.Time, res string) {
+	t.line("kv", fmt.Sprintf("%v %s %x %s", at, ns, frames, res))
+}
 func (t *textTap) sum() string { return fmt.Sprintf("%x", t.h.Sum(nil)) }
 
 func scenario(t *testing.T, src string) *Scenario {

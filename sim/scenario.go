@@ -193,6 +193,34 @@ type SLO struct {
 type RouterParams struct {
 	// MaxStaleness is dynamo.load.max_staleness (0 = the store's default).
 	MaxStaleness Duration `yaml:"max_staleness"`
+	// KV configures the kv picker (dynamo.kv); unset fields take Dynamo's defaults.
+	KV KVParams `yaml:"kv"`
+}
+
+// KVParams mirror dynamo.kv's selection settings.
+type KVParams struct {
+	OverlapScoreCredit        *float64 `yaml:"overlap_score_credit"`
+	PrefillLoadScale          *float64 `yaml:"prefill_load_scale"`
+	RouterTemperature         float64  `yaml:"router_temperature"`
+	ConditionalDisaggregation struct {
+		Enabled             bool     `yaml:"enabled"`
+		DecodeBusyThreshold *float64 `yaml:"decode_busy_threshold"`
+	} `yaml:"conditional_disaggregation"`
+}
+
+// Options are the picker options the parameters describe.
+func (k KVParams) Options() picker.KVOptions {
+	o := picker.DefaultKVOptions()
+	if k.OverlapScoreCredit != nil {
+		o.OverlapScoreCredit = *k.OverlapScoreCredit
+	}
+	if k.PrefillLoadScale != nil {
+		o.PrefillLoadScale = *k.PrefillLoadScale
+	}
+	o.Temperature = k.RouterTemperature
+	o.ConditionalDisagg = k.ConditionalDisaggregation.Enabled
+	o.DecodeBusyThreshold = k.ConditionalDisaggregation.DecodeBusyThreshold
+	return o
 }
 
 // Duration is a time.Duration written as "250ms", "5s".
@@ -421,6 +449,10 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 		if f.At < 0 {
 			bad("faults[%d].at: must be >= 0", i)
 		}
+	}
+	if ko := sc.Router.KV.Options(); ko.OverlapScoreCredit < 0 || ko.OverlapScoreCredit > 1 || ko.PrefillLoadScale < 0 ||
+		ko.Temperature < 0 || ko.DecodeBusyThreshold != nil && (*ko.DecodeBusyThreshold < 0 || *ko.DecodeBusyThreshold > 1) {
+		bad("router.kv: overlap_score_credit and decode_busy_threshold must be in [0, 1], prefill_load_scale and router_temperature >= 0")
 	}
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")

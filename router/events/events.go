@@ -120,3 +120,34 @@ type LoadMessage struct {
 
 func (e LoadConnected) Time() time.Time { return e.At }
 func (e LoadMessage) Time() time.Time   { return e.At }
+
+// KVConnected reports that a kv-events subscription to one publisher
+// (re)connected.
+type KVConnected struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+// KVMessage is one multipart message received on a kv-events
+// subscription, as it crossed the wire. Frames may alias the transport's
+// buffers: the core decodes them at once and keeps none of them.
+type KVMessage struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+	Frames      [][]byte
+}
+
+// KVPublisherLost reports that a kv-events subscription has been
+// disconnected or pending for too long: the blocks its publisher reported
+// can no longer be trusted.
+type KVPublisherLost struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+func (e KVConnected) Time() time.Time     { return e.At }
+func (e KVMessage) Time() time.Time       { return e.At }
+func (e KVPublisherLost) Time() time.Time { return e.At }

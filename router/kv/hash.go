@@ -7,6 +7,7 @@ package kv
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 )
@@ -55,6 +56,31 @@ func BlockHashes(tokens []uint32, blockSize int, seed uint64) []uint64 {
 	}
 	return out
 }
+
+// AppendBlockHashes appends the LocalBlockHash of every complete block of
+// tokens to dst, like BlockHashes, without allocating beyond dst's growth
+// on little-endian machines (the token slice is hashed in place).
+func AppendBlockHashes(dst []uint64, tokens []uint32, blockSize int, seed uint64) []uint64 {
+	if blockSize <= 0 {
+		return dst
+	}
+	n := len(tokens) / blockSize
+	if !littleEndian {
+		return append(dst, BlockHashes(tokens, blockSize, seed)...)
+	}
+	for b := range n {
+		block := tokens[b*blockSize : (b+1)*blockSize]
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&block[0])), 4*blockSize)
+		dst = append(dst, xxh3.HashSeed(raw, seed))
+	}
+	return dst
+}
+
+// littleEndian: u32 tokens in memory are already their wire bytes.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 // SequenceHashes chains local block hashes into prefix-identifying hashes:
 // seq[0] = local[0], seq[i] = XXH3(LE64(seq[i-1]) || LE64(local[i]), 1337).

@@ -125,3 +125,22 @@ func BenchmarkBlockHashes(b *testing.B) {
 		SequenceHashes(BlockHashes(toks, 64, BaseSeed))
 	}
 }
+
+func TestAppendBlockHashesEqualsBlockHashes(t *testing.T) {
+	tokens := make([]uint32, 1000)
+	for i := range tokens {
+		tokens[i] = uint32(i*7919) ^ 0xdeadbeef
+	}
+	for _, bs := range []int{1, 16, 64, 333, 1000, 1001} {
+		want := BlockHashes(tokens, bs, Seed("lora", "salt"))
+		got := AppendBlockHashes([]uint64{42}, tokens, bs, Seed("lora", "salt"))
+		if len(got) != len(want)+1 || got[0] != 42 {
+			t.Fatalf("bs %d: %d hashes, want %d after the prefix", bs, len(got), len(want)+1)
+		}
+		for i := range want {
+			if got[i+1] != want[i] {
+				t.Fatalf("bs %d block %d: %x != %x", bs, i, got[i+1], want[i])
+			}
+		}
+	}
+}

@@ -24,6 +24,7 @@ type LoadBased struct {
 	count  func(role, reason string)
 	policy policy
 	rng    *rand.Rand // policyRandom only
+	kv     *kvPolicy  // policyKV only
 
 	mu      sync.Mutex
 	cursors [2]uint64 // per phase
@@ -43,6 +44,7 @@ const (
 	policyLoad policy = iota
 	policyRoundRobin
 	policyRandom
+	policyKV
 )
 
 // NewLoadBased returns a load-based picker over store. count receives each
@@ -124,6 +126,9 @@ func (p *LoadBased) Pick(req Request, snap *discovery.Snapshot) (Selection, bool
 // then the prefill rank within the winner's namespace, beside a decode
 // worker only.
 func (p *LoadBased) selectLocked(r *load.Reader, req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
+	if p.policy == policyKV {
+		return p.selectKV(r, req)
+	}
 	cands := p.pools.decode
 	di, reason := p.choose(r, load.Decode, cands, req)
 	winner := cands[di]

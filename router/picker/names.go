@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"switchyard/router/kv"
 	"switchyard/router/load"
 )
 
@@ -12,21 +13,40 @@ const (
 	NameLoad       = "load"
 	NameRoundRobin = "round_robin"
 	NameRandom     = "random"
+	NameKV         = "kv"
 )
 
 // Names lists the pickers New builds.
-func Names() []string { return []string{NameLoad, NameRoundRobin, NameRandom} }
+func Names() []string { return []string{NameLoad, NameRoundRobin, NameRandom, NameKV} }
 
-// New builds the named picker over store. seed feeds the random picker
-// and is ignored by the others.
-func New(name string, store *load.Store, seed uint64, count func(role, reason string)) (Picker, error) {
+// Deps is what New builds a picker from.
+type Deps struct {
+	Store *load.Store
+	// Tracker and KV are the KV-aware picker's index and settings.
+	Tracker *kv.Tracker
+	KV      KVOptions
+	// Seed feeds the random picker and the KV-aware picker's sampling.
+	Seed uint64
+	// Count receives each selection's role and reason; KVCount each
+	// KV-aware selection's result. Either may be nil.
+	Count   func(role, reason string)
+	KVCount func(result string)
+}
+
+// New builds the named picker.
+func New(name string, d Deps) (Picker, error) {
 	switch name {
 	case NameLoad:
-		return NewLoadBased(store, count), nil
+		return NewLoadBased(d.Store, d.Count), nil
 	case NameRoundRobin:
-		return NewRoundRobin(store, count), nil
+		return NewRoundRobin(d.Store, d.Count), nil
 	case NameRandom:
-		return NewRandom(store, seed, count), nil
+		return NewRandom(d.Store, d.Seed, d.Count), nil
+	case NameKV:
+		if d.Tracker == nil {
+			return nil, fmt.Errorf("picker %q needs a KV tracker", name)
+		}
+		return NewKVAware(d.Store, d.Tracker, d.KV, d.Seed, d.Count, d.KVCount), nil
 	}
 	return nil, fmt.Errorf("unknown picker %q (known: %s)", name, strings.Join(Names(), ", "))
 }

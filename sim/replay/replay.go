@@ -43,6 +43,7 @@ type Report struct {
 	// another decode result.
 	GenerationMismatches int          `json:"generation_mismatches"`
 	LoadResultMismatches int          `json:"load_result_mismatches"`
+	KVResultMismatches   int          `json:"kv_result_mismatches"`
 	Inputs               int          `json:"inputs"`
 	Divergences          []Divergence `json:"divergences,omitempty"`
 
@@ -70,7 +71,8 @@ func (r *Report) Agreement() float64 {
 
 // Exact reports whether the replay reproduced every selection and input.
 func (r *Report) Exact() bool {
-	return r.Reproduced == r.Selections && r.GenerationMismatches == 0 && r.LoadResultMismatches == 0
+	return r.Reproduced == r.Selections && r.GenerationMismatches == 0 && r.LoadResultMismatches == 0 &&
+		r.KVResultMismatches == 0
 }
 
 // ErrIncomplete refuses recordings that dropped records: their inputs are
@@ -97,7 +99,8 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := sim.NewCore(sim.CoreOptions{Picker: pickerName, Seed: sim.PickerSeed(info.Seed), MaxStaleness: params.maxStaleness})
+	core, err := sim.NewCore(sim.CoreOptions{Picker: pickerName, Seed: sim.PickerSeed(info.Seed), MaxStaleness: params.maxStaleness,
+		KV: params.kv})
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +125,15 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 		case events.LoadConnected:
 			rep.Inputs++
 			core.LoadConnected(v)
+		case recorder.KVConnected:
+			rep.Inputs++
+			core.KVConnected(events.KVConnected{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID})
+		case recorder.KVMessage:
+			rep.Inputs++
+			ev := events.KVMessage{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID, Frames: v.Frames}
+			if res := core.KVMessage(&ev); res != v.Result {
+				rep.KVResultMismatches++
+			}
 		case recorder.LoadMessage:
 			rep.Inputs++
 			ev := v.LoadMessage
@@ -130,7 +142,8 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 			}
 		case recorder.Request:
 			rep.Inputs++
-			req := picker.Request{ID: v.RequestID, Model: v.Model, Namespaces: v.Namespaces, PromptTokens: v.PromptTokens, Now: v.At}
+			req := picker.Request{ID: v.RequestID, Model: v.Model, Namespaces: v.Namespaces, PromptTokens: v.PromptTokens,
+				Tokens: v.Tokens, MaxTokens: v.MaxTokens, Route: v.Route, Now: v.At}
 			sel, ok := core.Pick(sim.Arrival{Req: req})
 			pending[v.RequestID] = pick{req: req, sel: sel, ok: ok}
 		case recorder.Selection:
@@ -222,6 +235,7 @@ func findRun(rd *recorder.Reader, runID int64) (recorder.RunInfo, error) {
 // params are the core settings a run was recorded with.
 type params struct {
 	maxStaleness time.Duration
+	kv           picker.KVOptions
 }
 
 // paramsOf reads the core settings from the run's scenario (simulated) or
@@ -232,14 +246,22 @@ func paramsOf(info recorder.RunInfo) (params, error) {
 		if err := yaml.Unmarshal([]byte(info.Scenario), &sc); err != nil {
 			return params{}, fmt.Errorf("replay: the run's scenario: %w", err)
 		}
-		return params{maxStaleness: sc.Router.MaxStaleness.Std()}, nil
+		return params{maxStaleness: sc.Router.MaxStaleness.Std(), kv: sc.Router.KV.Options()}, nil
 	}
 	if info.Config == "" {
-		return params{}, nil
+		return params{kv: picker.DefaultKVOptions()}, nil
 	}
 	cfg, err := config.Parse([]byte(info.Config), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return params{}, fmt.Errorf("replay: the run's configuration: %w", err)
 	}
-	return params{maxStaleness: cfg.Dynamo.Load.MaxStaleness.Std()}, nil
+	return params{maxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), kv: KVOptionsOf(cfg)}, nil
+}
+
+// KVOptionsOf reads the KV-aware picker's settings from dynamo.kv.
+func KVOptionsOf(cfg *config.Config) picker.KVOptions {
+	k := cfg.Dynamo.KV
+	return picker.KVOptions{OverlapScoreCredit: k.OverlapScoreCredit, PrefillLoadScale: k.PrefillLoadScale,
+		Temperature: k.RouterTemperature, ConditionalDisagg: k.ConditionalDisaggregation.Enabled,
+		DecodeBusyThreshold: k.ConditionalDisaggregation.DecodeBusyThreshold}
 }

@@ -1,0 +1,156 @@
+package kv
+
+import (
+	"sync"
+
+	"switchyard/router/discovery"
+	"switchyard/router/events"
+)
+
+// Tracker is the host-facing KV state of the core: the radix index behind
+// one lock, fed raw kv-events messages, gated by the registry's live
+// ranks, and asked for prefix matches by the picker. It is what the live
+// subscriptions and the simulator both drive.
+type Tracker struct {
+	mu    sync.Mutex
+	index *Index
+	dec   *KVEventsDecoder
+	ev    Event
+	count func(result string)
+	// seen remembers, per publisher, which ranks its events named, so a
+	// lost subscription clears exactly those (bounded per publisher).
+	seen map[publisherKey]map[Rank]struct{}
+}
+
+type publisherKey struct {
+	namespace string
+	id        uint64
+}
+
+// Tracker results beyond the index's and the decoders': a publisher
+// naming more ranks than one subscription may track.
+const resultCursorsExceeded = "over_capacity"
+
+// EventResults lists every result label Apply reports, for pre-registered
+// metric series: the decoders' refusals and the index's outcomes.
+func EventResults() []string {
+	var out []string
+	for _, r := range Results() {
+		out = append(out, r.String())
+	}
+	for _, r := range DecodeResults() {
+		if r != DecodeOK {
+			out = append(out, r.String())
+		}
+	}
+	return out
+}
+
+// NewTracker returns an empty tracker; count receives every message's
+// result label (nil discards).
+func NewTracker(count func(result string)) *Tracker {
+	if count == nil {
+		count = func(string) {}
+	}
+	return &Tracker{index: NewIndex(), dec: NewKVEventsDecoder(), count: count, seen: map[publisherKey]map[Rank]struct{}{}}
+}
+
+// SetLive admits exactly the ranks the snapshot's workers declare; ranks
+// of departed workers lose their blocks at once.
+func (t *Tracker) SetLive(snap *discovery.Snapshot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.index.SetLive(func(yield func(Rank) bool) {
+		for _, w := range snap.Workers {
+			for r := uint32(0); r < max(w.Runtime.DPSize, 1); r++ {
+				if !yield(Rank{Namespace: w.Namespace, WorkerID: w.InstanceID, DPRank: w.Runtime.DPStartRank + r}) {
+					return
+				}
+			}
+		}
+	})
+	for k, ranks := range t.seen {
+		for r := range ranks {
+			if !t.index.admits(r) {
+				delete(ranks, r)
+			}
+		}
+		if len(ranks) == 0 {
+			delete(t.seen, k)
+		}
+	}
+}
+
+// Apply decodes one kv-events message and folds it into the index. The
+// envelope must carry the publisher id the subscription was made for.
+func (t *Tracker) Apply(m *events.KVMessage) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res := t.apply(m)
+	t.count(res)
+	return res
+}
+
+func (t *Tracker) apply(m *events.KVMessage) string {
+	pub, _, dr := t.dec.Decode(m.Frames, &t.ev)
+	if dr != DecodeOK {
+		return dr.String()
+	}
+	if pub != m.PublisherID {
+		return IdentityMismatch.String()
+	}
+	r := Rank{Namespace: m.Namespace, WorkerID: t.ev.WorkerID, DPRank: t.ev.DPRank}
+	if !t.index.admits(r) {
+		return IdentityMismatch.String()
+	}
+	k := publisherKey{m.Namespace, m.PublisherID}
+	ranks := t.seen[k]
+	if _, ok := ranks[r]; !ok {
+		if len(ranks) >= MaxCursorsPerSubscription {
+			return resultCursorsExceeded
+		}
+		if ranks == nil {
+			ranks = map[Rank]struct{}{}
+			t.seen[k] = ranks
+		}
+		ranks[r] = struct{}{}
+	}
+	return t.index.Apply(m.Namespace, &t.ev).String()
+}
+
+// PublisherLost clears every rank the publisher reported (its
+// subscription was disconnected or pending too long) and reports how many.
+func (t *Tracker) PublisherLost(ev events.KVPublisherLost) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := publisherKey{ev.Namespace, ev.PublisherID}
+	n := 0
+	for r := range t.seen[k] {
+		if t.index.ClearRank(r) {
+			n++
+		}
+	}
+	delete(t.seen, k)
+	return n
+}
+
+// Match writes each rank's longest cached prefix of the prompt's block
+// hashes into out.
+func (t *Tracker) Match(hashes []uint64, out *Matches) {
+	t.mu.Lock()
+	t.index.FindMatches(hashes, out)
+	t.mu.Unlock()
+}
+
+// Stats reports the index's size.
+func (t *Tracker) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.index.Stats()
+}
+
+// admits reports whether r is a live rank.
+func (x *Index) admits(r Rank) bool {
+	_, ok := x.ranks[r]
+	return ok
+}

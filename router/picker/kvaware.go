@@ -1,0 +1,416 @@
+package picker
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"switchyard/router/discovery"
+	"switchyard/router/kv"
+	"switchyard/router/load"
+)
+
+// KV selection results: the closed label set of
+// switchyard_dynamo_kv_selection_total{result}.
+const (
+	KVOverlap              = "overlap"
+	KVNoOverlap            = "no_overlap"
+	KVTokenizerUnavailable = "tokenizer_unavailable"
+	KVPromptTooLarge       = "prompt_too_large"
+	KVRenderUnavailable    = "render_unavailable"
+	KVArtifactUnpinned     = "artifact_unpinned"
+	KVBypass               = "bypass"
+	KVUnsupported          = "unsupported"
+)
+
+// KVResults lists every KV selection result, for pre-registered series.
+var KVResults = []string{KVOverlap, KVNoOverlap, KVTokenizerUnavailable, KVPromptTooLarge, KVRenderUnavailable,
+	KVArtifactUnpinned, KVBypass, KVUnsupported}
+
+// ConditionalBypassBelowTokens: with conditional disaggregation, a decode
+// worker prefills a request itself when fewer prompt tokens than this are
+// missing from its cache (Dynamo's conditional-prefill default).
+const ConditionalBypassBelowTokens = 5000
+
+// Block sizes a model's KV hashes may use (dynamo-wire.md §5).
+const (
+	minKVBlockSize = 16
+	maxKVBlockSize = 65536
+	// maxBlockSizes: prompts are hashed for at most two block sizes per
+	// request; candidates with a third score without overlap.
+	maxBlockSizes = 2
+)
+
+// KVOptions configure the KV-aware policy; every field hot-reloads
+// through SetKVOptions.
+type KVOptions struct {
+	OverlapScoreCredit  float64
+	PrefillLoadScale    float64
+	Temperature         float64
+	ConditionalDisagg   bool
+	DecodeBusyThreshold *float64 // fraction of total_kv_blocks; nil = no check
+}
+
+// DefaultKVOptions are Dynamo's defaults.
+func DefaultKVOptions() KVOptions {
+	return KVOptions{OverlapScoreCredit: 1, PrefillLoadScale: 1}
+}
+
+// kvPolicy is the KV-aware picker's state beside the load-based one.
+type kvPolicy struct {
+	tracker *kv.Tracker
+	opts    KVOptions
+	rng     *rand.Rand
+	count   func(result string)
+
+	// Per pick: the prompt's hashes per block size and the overlaps.
+	sizes   [maxBlockSizes]int
+	hashes  [maxBlockSizes][]uint64
+	matches kv.Matches
+	overlap map[kv.Rank]uint32
+	result  string // tokenizer_unavailable, or "" when tokens were there
+	probs   []float64
+}
+
+// NewKVAware returns the KV-overlap-aware picker (docs/picker.md): prefill
+// candidates, or aggregated ones when the model has no prefill/decode
+// pool, are scored with Dynamo's worker_logit formula, crediting the
+// prompt blocks each rank already holds according to tracker; decode
+// ranks of a disaggregated pair use the load-only rule unless conditional
+// disaggregation is on. seed feeds softmax sampling (temperature > 0).
+// kvCount receives each selection's kv result.
+func NewKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string)) *LoadBased {
+	p := NewLoadBased(store, count)
+	if kvCount == nil {
+		kvCount = func(string) {}
+	}
+	p.policy = policyKV
+	p.kv = &kvPolicy{tracker: tracker, opts: o, rng: rand.New(rand.NewPCG(seed, seed^0x6b76)), count: kvCount,
+		overlap: map[kv.Rank]uint32{}}
+	return p
+}
+
+// SetKVOptions replaces the KV settings (a configuration reload).
+func (p *LoadBased) SetKVOptions(o KVOptions) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kv != nil {
+		p.kv.opts = o
+	}
+}
+
+// prepare hashes the prompt for the candidates' block sizes and looks up
+// every rank's cached prefix.
+func (k *kvPolicy) prepare(req Request, pools *pools) {
+	clear(k.overlap)
+	k.sizes = [maxBlockSizes]int{}
+	k.result = ""
+	if req.Tokens == nil {
+		k.result = KVTokenizerUnavailable
+		return
+	}
+	add := func(cs []candidate) {
+		for i := range cs {
+			k.addSize(int(cs[i].w.BlockSize))
+		}
+	}
+	add(pools.decode)
+	seed := kv.Seed("", req.CacheSalt)
+	for i, bs := range k.sizes {
+		if bs == 0 {
+			break
+		}
+		k.hashes[i] = kv.AppendBlockHashes(k.hashes[i][:0], req.Tokens, bs, seed)
+		k.tracker.Match(k.hashes[i], &k.matches)
+		for j, r := range k.matches.Ranks {
+			k.overlap[r] = k.matches.Blocks[j]
+		}
+	}
+}
+
+func (k *kvPolicy) addSize(bs int) {
+	if bs < minKVBlockSize || bs > maxKVBlockSize {
+		return
+	}
+	for i, s := range k.sizes {
+		if s == bs {
+			return
+		}
+		if s == 0 {
+			k.sizes[i] = bs
+			return
+		}
+	}
+}
+
+// overlapOf is c's cached prefix in blocks of its own block size.
+func (k *kvPolicy) overlapOf(c *candidate) uint32 {
+	return k.overlap[kv.Rank{Namespace: c.w.Namespace, WorkerID: c.w.InstanceID, DPRank: c.rank}]
+}
+
+// selectKV is selectLocked for the KV-aware policy.
+func (p *LoadBased) selectKV(r *load.Reader, req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
+	k := p.kv
+	cands := p.pools.decode
+	disagg := false
+	for i := range cands {
+		disagg = disagg || cands[i].w.Role == discovery.RoleDecode
+	}
+	// Overlaps of every decode-pool rank, then of the prefill pools in
+	// the request's namespace order (which block sizes get hashed must
+	// not depend on map order).
+	k.prepare(req, &p.pools)
+	for _, ns := range req.Namespaces {
+		k.prepareMore(req, p.pools.prefill[ns])
+	}
+	var di int
+	var reason string
+	switch {
+	case !disagg:
+		// Aggregated: each worker prefills its own requests.
+		di, reason = p.chooseKV(r, load.Decode, cands, req, false)
+	case k.opts.ConditionalDisagg:
+		di, reason = p.chooseKV(r, load.Decode, cands, req, true)
+	default:
+		di, reason = p.choose(r, load.Decode, cands, req)
+	}
+	winner := &cands[di]
+	p.lastNS, p.lastPrefill = winner.w.Namespace, false
+	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool}
+	decodeKey = winner.key()
+	blocks = ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))
+	if winner.w.Role != discovery.RoleDecode {
+		k.countResult(k.overlapOf(winner))
+		return sel, decodeKey, prefillKey, blocks
+	}
+	pcands := p.pools.prefill[sel.Namespace]
+	if len(pcands) == 0 {
+		k.countResult(k.overlapOf(winner))
+		return sel, decodeKey, prefillKey, blocks
+	}
+	if k.opts.ConditionalDisagg && p.bypass(r, winner, req) {
+		sel.DecodeReason, sel.PrefillReason, sel.Bypass = ReasonConditionalBypass, ReasonConditionalBypass, true
+		k.count(KVBypass)
+		return sel, decodeKey, prefillKey, blocks
+	}
+	pi, preason := p.chooseKV(r, load.Prefill, pcands, req, false)
+	sel.Prefill, sel.HasPrefill, sel.PrefillReason = pcands[pi].pin(), true, preason
+	p.lastPrefill = true
+	prefillKey = pcands[pi].key()
+	k.countResult(k.overlapOf(&pcands[pi]))
+	return sel, decodeKey, prefillKey, blocks
+}
+
+func (k *kvPolicy) prepareMore(req Request, cs []candidate) {
+	if req.Tokens == nil {
+		return
+	}
+	for i := range cs {
+		bs := int(cs[i].w.BlockSize)
+		known := false
+		for _, s := range k.sizes {
+			known = known || s == bs
+		}
+		if known {
+			continue
+		}
+		before := k.sizes
+		k.addSize(bs)
+		if k.sizes == before {
+			continue
+		}
+		j := 0
+		for j < maxBlockSizes && k.sizes[j] != bs {
+			j++
+		}
+		k.hashes[j] = kv.AppendBlockHashes(k.hashes[j][:0], req.Tokens, bs, kv.Seed("", req.CacheSalt))
+		k.tracker.Match(k.hashes[j], &k.matches)
+		for m, rk := range k.matches.Ranks {
+			k.overlap[rk] = k.matches.Blocks[m]
+		}
+	}
+}
+
+func (k *kvPolicy) countResult(overlap uint32) {
+	switch {
+	case k.result != "":
+		k.count(k.result)
+	case overlap > 0:
+		k.count(KVOverlap)
+	default:
+		k.count(KVNoOverlap)
+	}
+}
+
+// chooseKV scores candidates with the worker_logit formula:
+//
+//	cached_tokens        = min(overlap × bs, isl)
+//	raw_prefill_blocks   = (active_prefill_tokens + isl) / bs
+//	credit_blocks        = overlap_score_credit × overlap
+//	adjusted_prefill     = max(0, raw_prefill_blocks − credit_blocks)
+//	decode_cost_blocks   = active_decode_blocks + max(0, ceil(isl / bs) − overlap)
+//	cost                 = prefill_load_scale × adjusted_prefill + decode_cost_blocks
+//
+// decodeOnly scores decode workers for conditional disaggregation:
+// max(0, decode_cost_blocks − credit_blocks). phase is the phase whose
+// backlog decides freshness: Prefill for prefill workers, Decode for
+// aggregated and decode workers.
+func (p *LoadBased) chooseKV(r *load.Reader, phase load.Phase, cands []candidate, req Request, decodeOnly bool) (int, string) {
+	k := p.kv
+	o := k.opts
+	isl := float64(req.PromptTokens)
+	anyFresh := false
+	for i := range cands {
+		c := &cands[i]
+		c.ok, c.fresh, c.stalled = false, false, false
+		bs := float64(max(c.w.BlockSize, 1))
+		ov := float64(k.overlapOf(c))
+		credit := o.OverlapScoreCredit * ov
+		sc := r.ScoreRef(c.ref, phase)
+		c.stalled = sc.Stalled
+		switch sc.Kind {
+		case load.Fresh:
+			c.fresh, anyFresh, c.ok = true, true, true
+		case load.Quiet:
+			c.ok = true
+		}
+		var prefillTokens, decodeBlocks float64
+		if phase == load.Prefill {
+			if sc.Kind == load.Fresh {
+				prefillTokens = float64(sc.Backlog)
+			}
+			prefillTokens += float64(sc.Tokens)
+			if d := r.ScoreRef(c.ref, load.Decode); d.Kind == load.Fresh {
+				decodeBlocks = float64(d.Backlog)
+			}
+		} else {
+			if sc.Kind == load.Fresh {
+				decodeBlocks = float64(sc.Backlog)
+			}
+			decodeBlocks += float64(sc.Blocks)
+			if pf := r.ScoreRef(c.ref, load.Prefill); pf.Kind == load.Fresh {
+				prefillTokens = float64(pf.Backlog)
+			}
+			prefillTokens += float64(sc.Tokens)
+		}
+		decodeCost := decodeBlocks + math.Max(0, math.Ceil(isl/bs)-ov)
+		if decodeOnly {
+			c.cost = math.Max(0, decodeCost-credit)
+		} else {
+			adjusted := math.Max(0, (prefillTokens+isl)/bs-credit)
+			c.cost = o.PrefillLoadScale*adjusted + decodeCost
+		}
+	}
+	if !anyFresh {
+		// No rank has a fresh backlog for the phase (dynamo.vllm has no
+		// active_prefill_tokens): every rank competes on overlap and size.
+		for i := range cands {
+			c := &cands[i]
+			bs := float64(max(c.w.BlockSize, 1))
+			c.cost, c.ok = isl/bs-o.OverlapScoreCredit*float64(k.overlapOf(c)), true
+		}
+		return p.lowest(phase, cands, true)
+	}
+	// Stalled ranks sit out while another rank has a cost.
+	costed := false
+	for i := range cands {
+		costed = costed || cands[i].ok && !cands[i].stalled
+	}
+	if costed {
+		for i := range cands {
+			if cands[i].stalled {
+				cands[i].ok = false
+			}
+		}
+	}
+	return p.lowest(phase, cands, false)
+}
+
+// lowest picks among the ok candidates: the lowest cost with ties on the
+// phase's cursor at temperature 0, else a softmax draw.
+func (p *LoadBased) lowest(phase load.Phase, cands []candidate, stale bool) (int, string) {
+	best := -1
+	for i := range cands {
+		if cands[i].ok && (best < 0 || cands[i].cost < cands[best].cost) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return p.rotate(phase, allIndexes(&p.tied, len(cands))), ReasonRoundRobinStale
+	}
+	if t := p.kv.opts.Temperature; t > 0 {
+		return p.softmax(cands, t), ReasonKVAware
+	}
+	tied := p.tied[:0]
+	for i := range cands {
+		if cands[i].ok && cands[i].cost == cands[best].cost {
+			tied = append(tied, i)
+		}
+	}
+	p.tied = tied
+	if stale && len(tied) > 1 {
+		return p.rotate(phase, tied), ReasonRoundRobinStale
+	}
+	return p.rotate(phase, tied), ReasonKVAware
+}
+
+// softmax draws a candidate with p_i ∝ exp(−(c_i − c_min) / ((c_max − c_min) × T)),
+// uniformly when every cost is equal.
+func (p *LoadBased) softmax(cands []candidate, t float64) int {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := range cands {
+		if cands[i].ok {
+			lo, hi = math.Min(lo, cands[i].cost), math.Max(hi, cands[i].cost)
+		}
+	}
+	k := p.kv
+	k.probs = k.probs[:0]
+	var sum float64
+	for i := range cands {
+		w := 0.0
+		if cands[i].ok {
+			w = 1
+			if hi > lo {
+				w = math.Exp(-(cands[i].cost - lo) / ((hi - lo) * t))
+			}
+		}
+		k.probs = append(k.probs, w)
+		sum += w
+	}
+	u := k.rng.Float64() * sum
+	last := 0
+	for i, w := range k.probs {
+		if w == 0 {
+			continue
+		}
+		last = i
+		if u < w {
+			return i
+		}
+		u -= w
+	}
+	return last
+}
+
+// bypass decides whether the chosen decode worker prefills the request
+// itself: few enough prompt tokens are missing from its cache, and, when
+// decode_busy_threshold is set, its projected decode blocks stay within
+// that fraction of its capacity (no sample or no capacity vetoes).
+func (p *LoadBased) bypass(r *load.Reader, c *candidate, req Request) bool {
+	k := p.kv
+	bs := uint64(max(c.w.BlockSize, 1))
+	cached := min(uint64(k.overlapOf(c))*bs, req.PromptTokens)
+	if req.PromptTokens-cached >= ConditionalBypassBelowTokens {
+		return false
+	}
+	t := k.opts.DecodeBusyThreshold
+	if t == nil {
+		return true
+	}
+	capacity, _ := capacityOf(c.w, load.Decode)
+	sc := r.ScoreRef(c.ref, load.Decode)
+	if capacity == 0 || sc.Kind != load.Fresh {
+		return false
+	}
+	projected := sc.Backlog + sc.Blocks + ceilDiv(req.PromptTokens, bs)
+	return float64(projected) <= *t*float64(capacity)
+}
