@@ -29,8 +29,8 @@ type worker struct {
 	fields    publish.Fields
 	ranks     []*rank
 
-	pub     publisher // kv_metrics
-	kvPub   publisher // kv-events
+	pub     publisher         // kv_metrics
+	kvPub   publisher         // kv-events
 	records map[string][]byte // what the worker has written, by key
 
 	alive   bool

@@ -67,7 +67,7 @@ type Summary struct {
 	Requests, Served, Failed, Refused int
 	Events                            uint64 // loop events fired
 	LoadMessages, KVMessages          uint64
-	KVEvents                          uint64 // engine KV events (published or not)
+	KVEvents                          uint64        // engine KV events (published or not)
 	Virtual                           time.Duration // simulated time covered
 }
 
@@ -116,7 +116,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 		name = opts.Picker
 	}
 	core, err := NewCore(CoreOptions{Picker: name, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
-		KV: sc.Router.KV.Options(),
+		KV:  sc.Router.KV.Options(),
 		Tap: opts.Tap, Log: opts.Log})
 	if err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ type Output struct {
 	// the prefix cache served (the last admission's hits before the first
 	// token, if preemption made it recompute).
 	CachedTokens int
-	Finished   bool
+	Finished     bool
 	// Preempted: its KV was dropped; it will recompute from the waiting
 	// queue and then continue generating where it left off.
 	Preempted bool
