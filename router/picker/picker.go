@@ -27,6 +27,12 @@ type Request struct {
 	PromptTokens uint64
 	// Now is the decision time (the request's receipt time).
 	Now time.Time
+	// Tokens are the prompt's token ids when a trusted internal caller
+	// (the simulator, trace replay) supplies them; nil until prompt
+	// rendering lands for client requests. CacheSalt seeds their block
+	// hashes (dynamo-wire.md §5).
+	Tokens    []uint32
+	CacheSalt string
 
 	// Route and MaxTokens describe the request to a recording: the
 	// ingress route and the requested output limit (0 when the client set
@@ -54,6 +60,10 @@ type Selection struct {
 	// A value, not a pointer, so a pick allocates nothing.
 	Prefill    Pin
 	HasPrefill bool
+	// Bypass: conditional disaggregation chose to let the decode worker
+	// prefill the request itself; only the decode pin is sent and the
+	// routing path is unified.
+	Bypass bool
 	// Reasons, as counted under switchyard_dynamo_selection_total.
 	DecodeReason, PrefillReason string
 }
