@@ -28,7 +28,8 @@ func newBenchCmd() *cobra.Command {
 }
 
 type benchPickersFlags struct {
-	trace, fleet, out, pickers string
+	trace, fleet, scenario     string
+	out, pickers               string
 	workers, limit, parallel   int
 	seed                       uint64
 	speedup                    float64
@@ -38,13 +39,14 @@ type benchPickersFlags struct {
 func newBenchPickersCmd() *cobra.Command {
 	var f benchPickersFlags
 	cmd := &cobra.Command{
-		Use:   "pickers --trace FILE (--fleet FILE | --workers N) --pickers round_robin,random,load",
+		Use:   "pickers (--trace FILE (--fleet FILE | --workers N) | --scenario FILE) --pickers round_robin,random,load,kv",
 		Short: "Compare pickers on a trace in the simulator and write a report folder",
 		Long: "Replay a Mooncake JSONL trace against a simulated fleet once per picker (same seed,\n" +
 			"same arrivals, same prompts) and write index.html (charts), summary.md and\n" +
 			"summary.json (docs/reports.md) to --out. --workers N simulates N aggregated\n" +
 			"workers with the default engine model; --fleet FILE takes the fleet, network and\n" +
-			"SLOs of a scenario file (its workload is replaced by the trace).",
+			"SLOs of a scenario file (its workload is replaced by the trace). --scenario FILE\n" +
+			"runs a whole scenario (fleet and workload) once per picker instead.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return benchPickers(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
@@ -53,8 +55,9 @@ func newBenchPickersCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.trace, "trace", "", "Mooncake JSONL trace")
 	fl.StringVar(&f.fleet, "fleet", "", "scenario file whose fleet, network and SLOs to use")
+	fl.StringVar(&f.scenario, "scenario", "", "compare on a whole scenario (its fleet and workload) instead of a trace")
 	fl.IntVar(&f.workers, "workers", 0, "simulate N aggregated workers (instead of --fleet)")
-	fl.StringVar(&f.pickers, "pickers", "round_robin,random,load", "comma-separated pickers to compare")
+	fl.StringVar(&f.pickers, "pickers", "round_robin,random,load,kv", "comma-separated pickers to compare")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for ids, network draws and the random picker")
 	fl.StringVar(&f.out, "out", "", "report folder (default reports/pickers-<trace name>)")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N requests of the trace")
@@ -63,7 +66,6 @@ func newBenchPickersCmd() *cobra.Command {
 	f.sloTTFT, f.sloITL = sim.Duration(2e9), sim.Duration(1e8)
 	fl.Var(durationFlag{&f.sloTTFT}, "slo-ttft", "TTFT bound for goodput (unless the fleet file sets one)")
 	fl.Var(durationFlag{&f.sloITL}, "slo-itl", "ITL bound for goodput (unless the fleet file sets one)")
-	_ = cmd.MarkFlagRequired("trace")
 	return cmd
 }
 
@@ -87,7 +89,12 @@ func (f durationFlag) Set(s string) error {
 }
 
 func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
-	if (f.fleet == "") == (f.workers == 0) {
+	switch {
+	case f.scenario != "" && (f.trace != "" || f.fleet != "" || f.workers != 0):
+		return &exitError{1, fmt.Errorf("--scenario takes its fleet and workload from the file: drop --trace, --fleet and --workers")}
+	case f.scenario == "" && f.trace == "":
+		return &exitError{1, fmt.Errorf("give --trace FILE (with --fleet FILE or --workers N) or --scenario FILE")}
+	case f.scenario == "" && (f.fleet == "") == (f.workers == 0):
 		return &exitError{1, fmt.Errorf("give exactly one of --fleet FILE and --workers N")}
 	}
 	names := strings.Split(f.pickers, ",")
@@ -126,15 +133,19 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 			return fmt.Errorf("picker %s: %w", names[i], err)
 		}
 	}
+	source := f.trace
+	if f.scenario != "" {
+		source = f.scenario
+	}
 	out := f.out
 	if out == "" {
-		out = filepath.Join("reports", "pickers-"+strings.TrimSuffix(filepath.Base(f.trace), filepath.Ext(f.trace)))
+		out = filepath.Join("reports", "pickers-"+strings.TrimSuffix(filepath.Base(source), filepath.Ext(source)))
 	}
 	fleetDesc := fmt.Sprintf("%d aggregated workers (default engine model)", f.workers)
-	if f.fleet != "" {
+	if f.fleet != "" || f.scenario != "" {
 		fleetDesc = describeFleet(base)
 	}
-	cmp := reports.Comparison{Title: "Picker comparison", Trace: filepath.Base(f.trace), Fleet: fleetDesc, Seed: f.seed,
+	cmp := reports.Comparison{Title: "Picker comparison", Trace: filepath.Base(source), Fleet: fleetDesc, Seed: f.seed,
 		Generated: "switchyard " + version, SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}}
 	for i, r := range results {
 		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: names[i], Summary: r.Stats})
@@ -155,6 +166,20 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 // benchScenario is the scenario every picker runs: the fleet file's (or N
 // aggregated workers), with the trace as its workload.
 func benchScenario(f benchPickersFlags) (*sim.Scenario, error) {
+	if f.scenario != "" {
+		sc, err := sim.LoadScenario(f.scenario)
+		if err != nil {
+			return nil, err
+		}
+		sc.Seed = f.seed
+		if sc.SLO.TTFT == 0 {
+			sc.SLO.TTFT = f.sloTTFT
+		}
+		if sc.SLO.ITL == 0 {
+			sc.SLO.ITL = f.sloITL
+		}
+		return sc, sc.Validate()
+	}
 	var sc *sim.Scenario
 	if f.fleet != "" {
 		var err error
