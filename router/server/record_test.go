@@ -330,7 +330,7 @@ func benchWriter(b *testing.B) *recorder.Writer {
 }
 
 // What recording adds to one kv_metrics message and one pick (the
-// figures in docs/live-recording.md).
+// figures in docs/recording.md).
 func BenchmarkRecordingOverhead(b *testing.B) {
 	for _, recorded := range []bool{false, true} {
 		var w *recorder.Writer
