@@ -5,7 +5,8 @@ LDFLAGS := -X main.version=$(VERSION)
 
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... ./router/picker/... \
-        ./router/eventplane/... ./router/load/... ./router/admin/... ./router/metrics/...
+        ./router/eventplane/... ./router/load/... ./router/kv/... ./router/admin/... ./router/metrics/... \
+        ./sim/... ./recorder/...
 
 .PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
 
@@ -32,7 +33,9 @@ demo: build
 	./bin/switchyard demo
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/ ./router/load/ ./router/eventplane/...
+	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/ ./router/load/ ./router/eventplane/... \
+		./router/picker/ ./router/kv/ ./recorder/
+	$(GO) test -run '^$$' -bench MooncakeTrace -benchtime 1x ./sim/
 
 # Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one.
 FUZZTIME ?= 20s
@@ -45,6 +48,14 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) ./router/load/
 	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
 	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) ./recorder/
+	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) ./sim/workload/
+	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) ./router/gateway/
 
 clean:
 	rm -rf bin
