@@ -35,6 +35,10 @@ type worker struct {
 
 	alive   bool
 	stalled bool
+	failing bool
+	// slow multiplies decode step times (1 = normal); engines read it
+	// through slowTiming.
+	slow float64
 	// Engine time is virtual time minus every stall so far, so a stalled
 	// engine's timeline freezes instead of catching up on resume.
 	offset    time.Duration
@@ -79,7 +83,7 @@ type job struct {
 const jsonSafeMask = 1<<53 - 1
 
 func newWorker(r *Run, index int, g *WorkerGroup, inGroup int) *worker {
-	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true}
+	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true, slow: 1}
 	w.component = g.Role
 	if g.Role == "aggregated" {
 		w.component = "backend"
@@ -100,7 +104,7 @@ func newWorker(r *Run, index int, g *WorkerGroup, inGroup int) *worker {
 	}
 	w.newPublisher()
 	cfg := engine.Config{BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens,
-		MaxNumSeqs: g.MaxNumSeqs, SpeedupRatio: g.SpeedupRatio}
+		MaxNumSeqs: g.MaxNumSeqs, SpeedupRatio: g.SpeedupRatio, Timing: slowTiming{engine.Mocker{}, w}}
 	for i := 0; i < g.DPSize; i++ {
 		rk := &rank{w: w, idx: uint32(i), eng: engine.New(cfg), jobs: map[uint64]*job{}}
 		rk.fire, rk.flushFn = rk.onTimer, rk.flush
@@ -277,4 +281,19 @@ func (w *worker) failJobs(now time.Time, why string) {
 			j.req.fail(now, why)
 		}
 	}
+}
+
+// slowTiming is the mocker's timing with the worker's slow factor on
+// decode steps (the slow fault).
+type slowTiming struct {
+	engine.Timing
+	w *worker
+}
+
+func (t slowTiming) DecodeStepTime(frac float64) time.Duration {
+	d := t.Timing.DecodeStepTime(frac)
+	if t.w.slow != 1 {
+		d = time.Duration(float64(d) * t.w.slow)
+	}
+	return d
 }

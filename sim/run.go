@@ -333,6 +333,10 @@ func (q *request) dispatch(now time.Time) {
 			q.fail(now, "prefill worker unreachable")
 			return
 		}
+		if q.prefill.failing {
+			q.fail(now, "prefill worker answered 500")
+			return
+		}
 		// The prefill hop computes the prompt and one token, as the
 		// frontend's max_tokens=1 prefill request does.
 		q.prank.submit(&job{req: q, prefill: true}, q.wr.Tokens, 1, now)
@@ -344,6 +348,10 @@ func (q *request) dispatch(now time.Time) {
 func (q *request) toDecode(now time.Time) {
 	if q.decode == nil || !q.decode.alive || q.drank == nil {
 		q.fail(now, "decode worker unreachable")
+		return
+	}
+	if q.decode.failing {
+		q.fail(now, "decode worker answered 500")
 		return
 	}
 	q.drank.submit(&job{req: q}, q.wr.Tokens, q.wr.MaxTokens, now)
@@ -532,6 +540,22 @@ func (r *Run) inject(f Fault, now time.Time) {
 			rk.changed(now)
 			rk.reschedule()
 		}
+	case FaultSlow:
+		w.slow = f.Factor
+		if w.slow == 0 {
+			w.slow = 2
+		}
+	case FaultFail:
+		w.failing = true
+	case FaultRecover:
+		w.failing, w.slow = false, 1
+	case FaultMalformedRecord:
+		key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", r.sc.Namespace, w.component, w.id)
+		w.records[key] = []byte("{not json")
+		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
+			r.core.Discovery([]events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
+				KV: events.KV{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}})
+		})
 	default:
 		r.log().Warn("unknown fault", "kind", f.Kind)
 	}

@@ -308,3 +308,72 @@ func TestBundledScenariosParseAndRun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestFailSlowAndMalformedRecordFaults(t *testing.T) {
+	sc := scenario(t, `
+seed: 12
+fleet:
+  - {role: aggregated, count: 2}
+workload:
+  poisson: {rate: 20, count: 200, prompt: {min: 100, max: 300}, output: {min: 16, max: 16}}
+faults:
+  - {at: 1s, worker: 0, kind: fail}
+  - {at: 1s, worker: 0, kind: malformed_record}
+  - {at: 3s, worker: 0, kind: recover}
+  - {at: 4s, worker: 1, kind: slow, factor: 4}
+`)
+	r, err := New(sc, Options{Tap: newTextTap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := r.opts.Tap.(*textTap)
+	s, err := r.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Failed == 0 || s.Served+s.Failed != 200 || tap.kinds["ended"] != s.Failed {
+		t.Fatalf("summary %+v, ended %d", s, tap.kinds["ended"])
+	}
+	for _, o := range tap.outcomes {
+		at := o.At.Sub(Epoch)
+		if o.Status == "failed" && (at < time.Second || at > 3*time.Second+time.Millisecond) {
+			t.Fatalf("a request failed at %v, outside the fail window", at)
+		}
+	}
+	// The malformed record is refused by the reducer; both workers stay.
+	if got := len(r.Core().Snapshot().Workers); got != 2 {
+		t.Fatalf("%d workers after a malformed record", got)
+	}
+	// Worker 1 decodes four times slower after 4 s: its ITL rises (less
+	// than fourfold: prefill chunks share the steps).
+	itl := map[uint64]time.Duration{}
+	for _, o := range tap.outcomes {
+		itl[o.RequestID] = o.ITL
+	}
+	var early, late []time.Duration
+	for _, sel := range tap.selections {
+		if sel.Sel.Decode.WorkerID != r.workers[1].id || itl[sel.RequestID] == 0 {
+			continue
+		}
+		switch at := sel.At.Sub(Epoch); {
+		case at < 3*time.Second:
+			early = append(early, itl[sel.RequestID])
+		case at > 5*time.Second:
+			late = append(late, itl[sel.RequestID])
+		}
+	}
+	if len(early) == 0 || len(late) == 0 || avg(late) < 2*avg(early) {
+		t.Fatalf("ITL before slow %v (n=%d), after %v (n=%d)", avg(early), len(early), avg(late), len(late))
+	}
+}
+
+func avg(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, d := range ds {
+		s += d
+	}
+	return s / time.Duration(len(ds))
+}

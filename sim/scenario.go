@@ -165,6 +165,8 @@ type Fault struct {
 	// Worker indexes the fleet in declaration order (groups expanded).
 	Worker int       `yaml:"worker"`
 	Kind   FaultKind `yaml:"kind"`
+	// Factor multiplies decode step times for slow (default 2).
+	Factor float64 `yaml:"factor,omitempty"`
 }
 
 // FaultKind names a fault.
@@ -179,9 +181,14 @@ const (
 	FaultGap              FaultKind = "gap"               // the publisher skips a sequence number
 	FaultMalformed        FaultKind = "malformed"         // one undecodable kv_metrics frame
 	FaultReset            FaultKind = "reset"             // the engine restarts: cache and requests dropped
+	FaultSlow             FaultKind = "slow"              // decode steps take factor times longer
+	FaultFail             FaultKind = "fail"              // requests reaching the worker fail (a 5xx)
+	FaultRecover          FaultKind = "recover"           // slow and fail end
+	FaultMalformedRecord  FaultKind = "malformed_record"  // an undecodable discovery record under the worker's prefix
 )
 
-var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset}
+var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset,
+	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord}
 
 // SLO bounds used for goodput.
 type SLO struct {
@@ -448,6 +455,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 		}
 		if f.At < 0 {
 			bad("faults[%d].at: must be >= 0", i)
+		}
+		if f.Factor < 0 || f.Factor > 1000 || math.IsNaN(f.Factor) {
+			bad("faults[%d].factor: must be in (0, 1000]", i)
 		}
 	}
 	if ko := sc.Router.KV.Options(); ko.OverlapScoreCredit < 0 || ko.OverlapScoreCredit > 1 || ko.PrefillLoadScale < 0 ||
