@@ -28,12 +28,12 @@ func newBenchCmd() *cobra.Command {
 }
 
 type benchPickersFlags struct {
-	trace, fleet, scenario     string
-	out, pickers               string
-	workers, limit, parallel   int
-	seed                       uint64
-	speedup                    float64
-	sloTTFT, sloITL            sim.Duration
+	trace, fleet, scenario   string
+	out, pickers             string
+	workers, limit, parallel int
+	seed                     uint64
+	speedup                  float64
+	sloTTFT, sloITL          sim.Duration
 }
 
 func newBenchPickersCmd() *cobra.Command {
