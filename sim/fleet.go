@@ -224,7 +224,8 @@ func (rk *rank) publishKV(now time.Time) {
 	}
 	for _, ev := range evs {
 		w.kvPub.seq++
-		w.run.deliverKV(w, wire.KVEventsMessage(w.kvPub.id, w.kvPub.seq, publish.RouterEvent(w.id, rk.idx, ev), now), now)
+		re := publish.RouterEvent(w.id, rk.idx, ev)
+		w.run.deliverKV(w, wire.KVEventsMessageFast(w.kvPub.id, w.kvPub.seq, &re, now), now)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"switchyard/router/discovery"
+	"switchyard/router/picker"
 )
 
 func TestDiscoveryLabelsAreClosed(t *testing.T) {
@@ -53,7 +54,7 @@ func TestSelectionCountsAreClosed(t *testing.T) {
 	if got := testutil.ToFloat64(s.Selection.Total.WithLabelValues("decode", "load")); got != 1 {
 		t.Fatalf("decode/load = %v", got)
 	}
-	if n := testutil.CollectAndCount(s.Selection.Total); n != 12 {
-		t.Fatalf("%d series, want 2 roles x 6 reasons", n)
+	if n, want := testutil.CollectAndCount(s.Selection.Total), 2*len(picker.Reasons); n != want {
+		t.Fatalf("%d series, want 2 roles x %d reasons", n, len(picker.Reasons))
 	}
 }
