@@ -219,8 +219,8 @@ func (rk *rank) publishKV(now time.Time) {
 	evs := rk.eng.DrainKVEvents()
 	w := rk.w
 	w.run.kvEvents += uint64(len(evs))
-	if !w.alive || w.stalled {
-		return
+	if !w.alive || w.stalled || !w.kvPub.subscribed {
+		return // nobody listening: the events are lost, as on a PUB socket
 	}
 	for _, ev := range evs {
 		w.kvPub.seq++

@@ -84,6 +84,7 @@ type Run struct {
 	ids, net *rand.Rand
 
 	namespaces []string
+	kvEnabled  bool
 	inflight   map[uint64]*request
 	summary    Summary
 	kvEvents   uint64
@@ -123,7 +124,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: core, inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
-		namespaces: []string{sc.Namespace}}
+		namespaces: []string{sc.Namespace}, kvEnabled: name == picker.NameKV}
 	for gi := range sc.Fleet {
 		g := &sc.Fleet[gi]
 		for i := 0; i < g.Count; i++ {
@@ -216,7 +217,9 @@ func (r *Run) subscribe(w *worker, now time.Time) {
 			w.pub.subscribed = true
 			r.core.LoadConnected(events.LoadConnected{At: now, Namespace: r.sc.Namespace, PublisherID: id})
 		}
-		if w.kvPub.id == kvID && !w.kvPub.subscribed {
+		// The router follows kv-events only for the KV-aware picker, as a
+		// live router does only with dynamo.kv.enabled.
+		if r.kvEnabled && w.kvPub.id == kvID && !w.kvPub.subscribed {
 			w.kvPub.subscribed = true
 			r.core.KVConnected(events.KVConnected{At: now, Namespace: r.sc.Namespace, PublisherID: kvID})
 		}
