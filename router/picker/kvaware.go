@@ -142,6 +142,16 @@ func (k *kvPolicy) addSize(bs int) {
 	}
 }
 
+// hashed reports whether the prompt was hashed for block size bs.
+func (k *kvPolicy) hashed(bs int) bool {
+	for _, s := range k.sizes {
+		if s == bs && s != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // overlapOf is c's cached prefix in blocks of its own block size.
 func (k *kvPolicy) overlapOf(c *candidate) uint32 {
 	return k.overlap[kv.Rank{Namespace: c.w.Namespace, WorkerID: c.w.InstanceID, DPRank: c.rank}]
@@ -179,12 +189,12 @@ func (p *LoadBased) selectKV(r *load.Reader, req Request) (sel Selection, decode
 	decodeKey = winner.key()
 	blocks = ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))
 	if winner.w.Role != discovery.RoleDecode {
-		k.countResult(k.overlapOf(winner))
+		k.countResult(winner)
 		return sel, decodeKey, prefillKey, blocks
 	}
 	pcands := p.pools.prefill[sel.Namespace]
 	if len(pcands) == 0 {
-		k.countResult(k.overlapOf(winner))
+		k.countResult(winner)
 		return sel, decodeKey, prefillKey, blocks
 	}
 	if k.opts.ConditionalDisagg && p.bypass(r, winner, req) {
@@ -196,7 +206,7 @@ func (p *LoadBased) selectKV(r *load.Reader, req Request) (sel Selection, decode
 	sel.Prefill, sel.HasPrefill, sel.PrefillReason = pcands[pi].pin(), true, preason
 	p.lastPrefill = true
 	prefillKey = pcands[pi].key()
-	k.countResult(k.overlapOf(&pcands[pi]))
+	k.countResult(&pcands[pi])
 	return sel, decodeKey, prefillKey, blocks
 }
 
@@ -230,11 +240,16 @@ func (k *kvPolicy) prepareMore(req Request, cs []candidate) {
 	}
 }
 
-func (k *kvPolicy) countResult(overlap uint32) {
+// countResult counts the selection's kv result by the rank it chose.
+func (k *kvPolicy) countResult(c *candidate) {
 	switch {
 	case k.result != "":
 		k.count(k.result)
-	case overlap > 0:
+	case !k.hashed(int(c.w.BlockSize)):
+		// Its block size is outside 16..65536, or a third one for the
+		// model: the prompt was not hashed for it.
+		k.count(KVUnsupported)
+	case k.overlapOf(c) > 0:
 		k.count(KVOverlap)
 	default:
 		k.count(KVNoOverlap)

@@ -264,3 +264,24 @@ func BenchmarkPickKV(b *testing.B) {
 		})
 	}
 }
+
+func TestBlockSizesBeyondTwoScoreWithoutOverlap(t *testing.T) {
+	sizes := []uint32{16, 32, 64, 8}
+	var ws []*discovery.Worker
+	for i, bs := range sizes {
+		w := aggregated(uint64(i + 1))
+		w.BlockSize = bs
+		ws = append(ws, w)
+	}
+	f := newKVFixture(t, DefaultKVOptions(), ws...)
+	prompt := tokens(0, 256)
+	f.cache(ws[2], prompt) // a 64-token block size: the third one seen, not hashed
+	for _, w := range ws {
+		f.sample(w, 0, wire.ActiveLoad{KVUsedBlocks: u64(500)})
+	}
+	// The 8-token worker is below 16: never hashed either.
+	f.sample(ws[2], 0, wire.ActiveLoad{KVUsedBlocks: u64(0)})
+	sel := f.pickTokens(prompt)
+	require.Equal(t, uint64(3), sel.Decode.WorkerID, "its load wins, its overlap is not seen")
+	require.Equal(t, 1, f.kvCounts[KVUnsupported])
+}
