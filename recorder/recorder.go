@@ -29,7 +29,7 @@ type Run struct {
 	Kind     string    // "live" or "sim"
 	Config   string    // the router configuration as YAML, secrets already masked
 	Scenario string    // the simulation scenario YAML ("" for live)
-	Seed     uint64    // the simulation seed (0 for live)
+	Seed     uint64    // the simulation seed; for a live run, the seed of the router's picker
 	Version  string    // switchyard version string
 	Picker   string    // picker name, e.g. "load"
 	Start    time.Time // wall-clock start: metadata only, never used for determinism

@@ -173,6 +173,18 @@ func (c *Core) KVMessage(ev *events.KVMessage) string {
 	return res
 }
 
+// KVPublisherLost clears the ranks a kv-events publisher reported (its
+// subscription stayed down too long, or stopped). Only a call that
+// cleared something changed the core, so only such a call is recorded: a
+// kv-events row without frames and with result kv.PublisherLostResult.
+func (c *Core) KVPublisherLost(ev events.KVPublisherLost) int {
+	n := c.kv.PublisherLost(ev)
+	if n > 0 && c.tap != nil {
+		c.tap.KVMessage(ev.Namespace, ev.PublisherID, nil, ev.At, kv.PublisherLostResult)
+	}
+	return n
+}
+
 // Arrival describes a request as it reaches the router.
 type Arrival struct {
 	Req     picker.Request

@@ -18,13 +18,21 @@ import (
 
 const testdata = "../../router/config/testdata/"
 
-// run executes the root command in-process and returns what it printed.
+// run executes the root command in-process, with an empty stdin, and
+// returns what it printed.
 func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return runWithStdin(t, "", args...)
+}
+
+// runWithStdin is run with stdin reading input.
+func runWithStdin(t *testing.T, input string, args ...string) (string, error) {
 	t.Helper()
 	t.Setenv("ADMIN_TOKEN", "")
 	t.Setenv("ETCD_PASSWORD", "")
 	root := newRootCmd()
 	var out bytes.Buffer
+	root.SetIn(strings.NewReader(input))
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)
@@ -50,7 +58,7 @@ func TestConfigValidateOK(t *testing.T) {
 		assert.True(t, strings.HasPrefix(l, "warning: "), l)
 	}
 	assert.Equal(t, fmt.Sprintf("config OK (%d warnings)", len(lines)-1), last)
-	assert.Contains(t, out, "warning: dynamo.kv.enabled: KV-aware selection is not active yet")
+	assert.Contains(t, out, "warning: dynamo.kv.enabled: prompt rendering (tokenizers and chat templates from pinned artifacts) is not active yet")
 }
 
 func TestConfigValidateErrors(t *testing.T) {

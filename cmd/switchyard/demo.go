@@ -60,11 +60,12 @@ func newDemoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rec, err := startRecording(record, cfg, log)
+			seed := newPickerSeed()
+			rec, err := startRecording(record, cfg, seed, log)
 			if err != nil {
 				return err
 			}
-			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec})
+			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec, Seed: seed})
 			if err != nil {
 				stopRecording(rec, log)
 				return err

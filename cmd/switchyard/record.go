@@ -3,17 +3,23 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"switchyard/recorder"
 	"switchyard/router/config"
-	"switchyard/router/picker"
+	"switchyard/router/server"
 )
 
-// startRecording opens a live recording of a router running cfg: the run
-// carries the configuration with its secrets masked. A nil writer and no
-// error when path is empty.
-func startRecording(path string, cfg *config.Config, log *slog.Logger) (*recorder.Writer, error) {
+// newPickerSeed draws the seed of the router's picker sampling; a
+// recording stores it so that a replay samples the same.
+func newPickerSeed() uint64 { return rand.Uint64() | 1 }
+
+// startRecording opens a live recording of a router running cfg with a
+// picker seeded with seed: the run carries the configuration with its
+// secrets masked, the picker the router selects with and the seed. A nil
+// writer and no error when path is empty.
+func startRecording(path string, cfg *config.Config, seed uint64, log *slog.Logger) (*recorder.Writer, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -22,7 +28,7 @@ func startRecording(path string, cfg *config.Config, log *slog.Logger) (*recorde
 		return nil, fmt.Errorf("--record: %w", err)
 	}
 	w, err := recorder.Create(path, recorder.Run{Kind: "live", Config: string(masked), Version: version,
-		Picker: picker.NameLoad, Start: time.Now()}, recorder.Options{Logger: log.With("component", "recorder")})
+		Picker: server.PickerName(cfg), Seed: seed, Start: time.Now()}, recorder.Options{Logger: log.With("component", "recorder")})
 	if err != nil {
 		return nil, fmt.Errorf("--record: %w", err)
 	}

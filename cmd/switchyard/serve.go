@@ -61,11 +61,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{1, err}
 			}
-			rec, err := startRecording(record, cfg, log)
+			seed := newPickerSeed()
+			rec, err := startRecording(record, cfg, seed, log)
 			if err != nil {
 				return &exitError{1, err}
 			}
-			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec})
+			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec, Seed: seed})
 			if err != nil {
 				stopRecording(rec, log)
 				return &exitError{1, err}

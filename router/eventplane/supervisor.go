@@ -18,8 +18,10 @@ import (
 
 // Subscription bounds and timings.
 const (
-	// MaxSubscriptions caps open subscriptions per family (admitted in
-	// ascending publisher id), so fleet records cannot exhaust descriptors.
+	// MaxSubscriptions caps open subscriptions, so fleet records cannot
+	// exhaust descriptors. It is one budget for every family of a process:
+	// the host hands each supervisor what the families before it left
+	// (ReconcileWithin); each admits its publishers in ascending id.
 	MaxSubscriptions = 1024
 	// BackoffInitial and BackoffMax bound the full-jitter reconnect delay.
 	BackoffInitial = 500 * time.Millisecond
@@ -88,6 +90,10 @@ type SubscriptionInfo struct {
 	Component   string
 	State       State
 	Transport   string
+	// Down is when the subscription last lost its session, or when it
+	// started if it never had one; zero while a session is up. A host
+	// ages subscriptions that stay down with it.
+	Down time.Time
 }
 
 type subKey struct {
@@ -99,6 +105,7 @@ type subscription struct {
 	target    Target
 	transport string
 	state     atomic.Uint32
+	down      atomic.Int64 // unix ns; 0 while a session is up
 	cancel    context.CancelFunc
 	done      chan struct{}
 
@@ -158,22 +165,35 @@ func NewSupervisor(fam Family, p Policy, clk clock.Clock, log *slog.Logger, coun
 		rng: rand.New(rand.NewPCG(uint64(clk.Now().UnixNano()), 0x5eed))}
 }
 
-// Reconcile follows a new registry snapshot.
+// Reconcile follows a new registry snapshot with the whole subscription
+// budget.
 func (s *Supervisor) Reconcile(snap *discovery.Snapshot) {
+	s.ReconcileWithin(snap, MaxSubscriptions)
+}
+
+// ReconcileWithin follows a new registry snapshot with at most limit
+// subscriptions (at most MaxSubscriptions), admitted in ascending
+// publisher id, and returns how many it runs. A host running several
+// families reconciles them in turn, each within what the earlier ones
+// left of MaxSubscriptions.
+func (s *Supervisor) ReconcileWithin(snap *discovery.Snapshot, limit int) int {
+	limit = min(max(limit, 0), MaxSubscriptions)
 	targets, skips := Targets(snap, s.fam.Topic)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.noteSkips(skips)
-	if len(targets) > MaxSubscriptions {
+	capped := len(targets) > limit
+	if capped {
 		if !s.capped {
 			s.log.Warn("subscription cap reached; the publishers with the highest ids are not followed",
-				"topic", s.fam.Topic, "publishers", len(targets), "limit", MaxSubscriptions)
+				"topic", s.fam.Topic, "publishers", len(targets), "limit", limit, "cap", MaxSubscriptions)
 		}
-		targets = targets[:MaxSubscriptions]
+		targets = targets[:limit]
 	}
-	s.capped = len(targets) == MaxSubscriptions
+	s.capped = capped
 	s.targets = targets
 	s.apply(false)
+	return len(targets)
 }
 
 // SetPolicy changes the dial policy and restarts every subscription under it.
@@ -255,6 +275,7 @@ func (s *Supervisor) noteSkips(skips []Skip) {
 func (s *Supervisor) start(t Target) *subscription {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := &subscription{target: t, transport: s.policy.Transport, cancel: cancel, done: make(chan struct{})}
+	sub.down.Store(s.clk.Now().UnixNano())
 	seed := s.rng.Uint64()
 	p := s.policy
 	go func() {
@@ -321,11 +342,14 @@ func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (
 	}
 	start := s.clk.Now()
 	s.fam.Sink.Connected(t.Namespace, t.PublisherID, start)
+	sub.down.Store(0)
 	sub.state.Store(uint32(Connected))
 	for {
 		frames, err := z.ReadMessage()
 		if err != nil {
-			return s.clk.Now().Sub(start), err
+			end := s.clk.Now()
+			sub.down.Store(end.UnixNano())
+			return end.Sub(start), err
 		}
 		s.fam.Sink.Deliver(t.Namespace, t.PublisherID, frames, s.clk.Now())
 	}
@@ -352,8 +376,12 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 	out := make([]SubscriptionInfo, 0, len(s.subs))
 	for _, sub := range s.subs {
 		t := sub.target
-		out = append(out, SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
-			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport})
+		info := SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
+			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport}
+		if ns := sub.down.Load(); ns != 0 {
+			info.Down = time.Unix(0, ns)
+		}
+		out = append(out, info)
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {

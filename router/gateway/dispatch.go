@@ -128,9 +128,13 @@ func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.S
 		return
 	}
 	a, o := x.try(pl.candidates(x.key, x.g.clock.Now()), pn)
-	// The pins of the last send decide the path.
+	// The pins of the last send decide the path. A conditional-
+	// disaggregation bypass is unified: the decode worker prefills itself.
 	path := metrics.PathAggregated
-	if pn.sel.HasPrefill {
+	switch {
+	case pn.sel.Bypass:
+		path = metrics.PathUnified
+	case pn.sel.HasPrefill:
 		path = metrics.PathDisaggregated
 	}
 	switch o {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"switchyard/router/metrics"
 	"switchyard/router/picker"
 )
 
@@ -25,8 +26,11 @@ const (
 	hdrDiscloseBackend   = "X-Switchyard-Backend"
 	hdrDiscloseWorkerID  = "X-Switchyard-Worker-Instance-Id"
 	hdrDisclosePrefillID = "X-Switchyard-Prefill-Instance-Id"
-	ownHeaderPrefix      = "x-switchyard-"
-	dynamoHeaderPrefix   = "x-dynamo-"
+	// hdrDiscloseRoutingPath says "unified" when conditional
+	// disaggregation let the decode worker prefill the request itself.
+	hdrDiscloseRoutingPath = "X-Switchyard-Routing-Path"
+	ownHeaderPrefix        = "x-switchyard-"
+	dynamoHeaderPrefix     = "x-dynamo-"
 )
 
 // pinAliases are the older spellings the Dynamo frontend still honours as
@@ -113,12 +117,13 @@ func outboundHeaders(client http.Header) http.Header {
 
 // setPins writes the picker's choice: decimal instance ids, and a rank
 // header whenever the card declares data_parallel_size (rank 0 included).
+// A conditional-disaggregation bypass pins the decode worker alone.
 func setPins(h http.Header, sel *picker.Selection) {
 	h.Set(hdrWorkerID, strconv.FormatUint(sel.Decode.WorkerID, 10))
 	if sel.Decode.DPDeclared {
 		h.Set(hdrDPRank, strconv.FormatUint(uint64(sel.Decode.DPRank), 10))
 	}
-	if sel.HasPrefill {
+	if sel.HasPrefill && !sel.Bypass {
 		h.Set(hdrPrefillID, strconv.FormatUint(sel.Prefill.WorkerID, 10))
 		if sel.Prefill.DPDeclared {
 			h.Set(hdrPrefillDPRank, strconv.FormatUint(uint64(sel.Prefill.DPRank), 10))
@@ -155,12 +160,16 @@ func wantsDisclosure(h http.Header) bool {
 func disclose(h http.Header, backend string, sel *picker.Selection) {
 	h.Del(hdrDiscloseWorkerID)
 	h.Del(hdrDisclosePrefillID)
+	h.Del(hdrDiscloseRoutingPath)
 	h.Set(hdrDiscloseBackend, backend)
 	if sel == nil {
 		return
 	}
 	h.Set(hdrDiscloseWorkerID, strconv.FormatUint(sel.Decode.WorkerID, 10))
-	if sel.HasPrefill {
+	switch {
+	case sel.Bypass:
+		h.Set(hdrDiscloseRoutingPath, metrics.PathUnified)
+	case sel.HasPrefill:
 		h.Set(hdrDisclosePrefillID, strconv.FormatUint(sel.Prefill.WorkerID, 10))
 	}
 }

@@ -17,6 +17,8 @@ type Tracker struct {
 	dec   *KVEventsDecoder
 	ev    Event
 	count func(result string)
+	// live is the snapshot SetLive last installed.
+	live *discovery.Snapshot
 	// seen remembers, per publisher, which ranks its events named, so a
 	// lost subscription clears exactly those (bounded per publisher).
 	seen map[publisherKey]map[Rank]struct{}
@@ -30,6 +32,11 @@ type publisherKey struct {
 // Tracker results beyond the index's and the decoders': a publisher
 // naming more ranks than one subscription may track.
 const resultCursorsExceeded = "over_capacity"
+
+// PublisherLostResult is the result a recording gives a KVPublisherLost
+// input: a kv-events row with no frames (a received message always has
+// some). It is not a message result and never a metric label.
+const PublisherLostResult = "publisher_lost"
 
 // EventResults lists every result label Apply reports, for pre-registered
 // metric series: the decoders' refusals and the index's outcomes.
@@ -56,10 +63,15 @@ func NewTracker(count func(result string)) *Tracker {
 }
 
 // SetLive admits exactly the ranks the snapshot's workers declare; ranks
-// of departed workers lose their blocks at once.
+// of departed workers lose their blocks at once. Installing the snapshot
+// already installed does nothing.
 func (t *Tracker) SetLive(snap *discovery.Snapshot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if snap == t.live {
+		return
+	}
+	t.live = snap
 	t.index.SetLive(func(yield func(Rank) bool) {
 		for _, w := range snap.Workers {
 			for r := uint32(0); r < max(w.Runtime.DPSize, 1); r++ {
@@ -119,7 +131,9 @@ func (t *Tracker) apply(m *events.KVMessage) string {
 }
 
 // PublisherLost clears every rank the publisher reported (its
-// subscription was disconnected or pending too long) and reports how many.
+// subscription was disconnected or pending too long, or stopped) and
+// reports how many. When it reports 0 nothing changed: the tracker held
+// nothing from that publisher.
 func (t *Tracker) PublisherLost(ev events.KVPublisherLost) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -140,6 +154,14 @@ func (t *Tracker) Match(hashes []uint64, out *Matches) {
 	t.mu.Lock()
 	t.index.FindMatches(hashes, out)
 	t.mu.Unlock()
+}
+
+// Size reports the index's nodes and ownerships without listing ranks
+// (see Stats), for gauges read at every scrape.
+func (t *Tracker) Size() (nodes, ownerships int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.index.used, t.index.owned
 }
 
 // Stats reports the index's size.

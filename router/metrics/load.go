@@ -63,17 +63,11 @@ func (c *LoadCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *LoadCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[[2]string]int{}
+	var subs []eventplane.SubscriptionInfo
 	if c.Subscriptions != nil {
-		for _, s := range c.Subscriptions() {
-			counts[[2]string{s.State.String(), s.Transport}]++
-		}
+		subs = c.Subscriptions()
 	}
-	for _, st := range eventplane.States {
-		for _, tr := range []string{eventplane.TransportDirect, eventplane.TransportBroker} {
-			ch <- prometheus.MustNewConstMetric(subsDesc, prometheus.GaugeValue, float64(counts[[2]string{st.String(), tr}]), st.String(), tr)
-		}
-	}
+	collectSubscriptions(ch, subsDesc, subs)
 	if c.Store == nil {
 		return
 	}

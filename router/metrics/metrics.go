@@ -26,6 +26,7 @@ type Set struct {
 	Load      Load
 	Gateway   *Gateway
 	Selection Selection
+	KV        KV
 }
 
 // New builds and registers every collector, with each closed label value
@@ -64,7 +65,9 @@ func New() *Set {
 	reg.MustRegister(g.collectors()...)
 	sel := newSelection()
 	reg.MustRegister(sel.Total)
-	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel}
+	k := newKV()
+	reg.MustRegister(k.Events, k.Selection)
+	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k}
 }
 
 // CountDiscovery increments one discovery event kind. Kinds outside the

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"switchyard/router/discovery"
+	"switchyard/router/eventplane"
+	"switchyard/router/kv"
 	"switchyard/router/picker"
 )
 
@@ -56,5 +58,80 @@ func TestSelectionCountsAreClosed(t *testing.T) {
 	}
 	if n, want := testutil.CollectAndCount(s.Selection.Total), 2*len(picker.Reasons); n != want {
 		t.Fatalf("%d series, want 2 roles x %d reasons", n, len(picker.Reasons))
+	}
+}
+
+// The kv-events and KV selection counters are pre-registered over their
+// closed sets (the tracker's results plus what the subscription
+// supervisor counts itself), and nothing outside them creates a series.
+func TestKVCountsAreClosed(t *testing.T) {
+	s := New()
+	results := map[string]bool{}
+	for _, r := range kv.EventResults() {
+		results[r] = true
+	}
+	results["transport_refused"] = true
+	if n := testutil.CollectAndCount(s.KV.Events); n != len(results) {
+		t.Fatalf("%d kv-events series, want %d", n, len(results))
+	}
+	s.KV.CountEvent("applied")
+	s.KV.CountEvent("attacker-chosen")
+	s.KV.CountSubscription(eventplane.TransportRefused)
+	s.KV.CountSubscription(eventplane.Unsupported)
+	for r, want := range map[string]float64{"applied": 1, "malformed": 1, "transport_refused": 1, "unsupported": 1, "gap": 0} {
+		if got := testutil.ToFloat64(s.KV.Events.WithLabelValues(r)); got != want {
+			t.Errorf("kv events %s = %v, want %v", r, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(s.KV.Events); n != len(results) {
+		t.Fatalf("%d kv-events series after counting, want %d", n, len(results))
+	}
+
+	s.KV.CountSelection(picker.KVTokenizerUnavailable)
+	s.KV.CountSelection("made-up")
+	if got := testutil.ToFloat64(s.KV.Selection.WithLabelValues(picker.KVTokenizerUnavailable)); got != 1 {
+		t.Fatalf("tokenizer_unavailable = %v", got)
+	}
+	if n := testutil.CollectAndCount(s.KV.Selection); n != len(picker.KVResults) {
+		t.Fatalf("%d kv selection series, want %d", n, len(picker.KVResults))
+	}
+}
+
+// Subscription states and index sizes are read at scrape time, every
+// (state, transport) pair exported, zeros included.
+func TestKVCollector(t *testing.T) {
+	subs := []eventplane.SubscriptionInfo{
+		{State: eventplane.Connected, Transport: eventplane.TransportDirect},
+		{State: eventplane.Connected, Transport: eventplane.TransportDirect},
+		{State: eventplane.Backoff, Transport: eventplane.TransportDirect},
+		{State: eventplane.Pending, Transport: eventplane.TransportBroker},
+	}
+	nodes, owned := 7, 12
+	c := &KVCollector{Subscriptions: func() []eventplane.SubscriptionInfo { return subs }, Size: func() (int, int) { return nodes, owned }}
+	want := `
+# HELP switchyard_dynamo_kv_index_nodes Distinct block prefixes the KV index holds (device tier).
+# TYPE switchyard_dynamo_kv_index_nodes gauge
+switchyard_dynamo_kv_index_nodes 7
+# HELP switchyard_dynamo_kv_index_ownerships (worker rank, block) pairs the KV index holds.
+# TYPE switchyard_dynamo_kv_index_ownerships gauge
+switchyard_dynamo_kv_index_ownerships 12
+# HELP switchyard_dynamo_kv_subscriptions kv-events subscriptions by state and transport.
+# TYPE switchyard_dynamo_kv_subscriptions gauge
+switchyard_dynamo_kv_subscriptions{state="backoff",transport="broker"} 0
+switchyard_dynamo_kv_subscriptions{state="backoff",transport="direct"} 1
+switchyard_dynamo_kv_subscriptions{state="connected",transport="broker"} 0
+switchyard_dynamo_kv_subscriptions{state="connected",transport="direct"} 2
+switchyard_dynamo_kv_subscriptions{state="connecting",transport="broker"} 0
+switchyard_dynamo_kv_subscriptions{state="connecting",transport="direct"} 0
+switchyard_dynamo_kv_subscriptions{state="pending",transport="broker"} 1
+switchyard_dynamo_kv_subscriptions{state="pending",transport="direct"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	subs, nodes, owned = nil, 0, 0
+	if err := testutil.CollectAndCompare(c, strings.NewReader(strings.NewReplacer(
+		"} 1", "} 0", "} 2", "} 0", "nodes 7", "nodes 0", "ownerships 12", "ownerships 0").Replace(want))); err != nil {
+		t.Fatal(err)
 	}
 }

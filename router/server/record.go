@@ -13,6 +13,7 @@ import (
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
 	"switchyard/router/gateway"
+	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/picker"
 )
@@ -21,12 +22,13 @@ import (
 // the order the core applied each input, so that a replay of the file
 // makes every selection again.
 //
-// Discovery batches, load messages and picks arrive on different
+// Discovery batches, load and KV messages and picks arrive on different
 // goroutines. One order lock serialises them while recording: each
 // critical section applies one input (a discovery batch with its registry
-// publish and load-store update, a kv_metrics message or reconnect, a pick
-// or an ended notice) and records it, so the recorded order is the order
-// of application. Record calls only copy and enqueue, so the lock is held
+// publish and the load store's and KV tracker's gate updates, a
+// kv_metrics message or reconnect, a kv-events message or reconnect, a
+// lost kv-events publisher, a pick or an ended notice) and records it, so
+// the recorded order is the order of application. Record calls only copy and enqueue, so the lock is held
 // for the work the core does anyway plus a copy.
 //
 // Times that cross into the core lose their monotonic clock reading
@@ -36,6 +38,7 @@ type recording struct {
 	w     *recorder.Writer
 	reg   *discovery.Registry
 	loads *load.Store
+	kv    *kv.Tracker
 	clk   clock.Clock
 
 	order sync.Mutex
@@ -44,8 +47,8 @@ type recording struct {
 	cands []picker.Candidate
 }
 
-func newRecording(w *recorder.Writer, reg *discovery.Registry, loads *load.Store, clk clock.Clock) *recording {
-	return &recording{w: w, reg: reg, loads: loads, clk: clk}
+func newRecording(w *recorder.Writer, reg *discovery.Registry, loads *load.Store, tracker *kv.Tracker, clk clock.Clock) *recording {
+	return &recording{w: w, reg: reg, loads: loads, kv: tracker, clk: clk}
 }
 
 // stop ends recording: inputs still arriving while the process shuts down
@@ -58,8 +61,8 @@ func (r *recording) stop() {
 }
 
 // discovery is the supervisor's hook: every published snapshot installs
-// the load store's admission gate under the order lock, so the store
-// follows the registry at exactly the recorded point.
+// the load store's and the KV tracker's admission gates under the order
+// lock, so both follow the registry at exactly the recorded point.
 func (r *recording) discovery() *supervisor.Recording {
 	return &supervisor.Recording{
 		Order: &r.order,
@@ -70,6 +73,7 @@ func (r *recording) discovery() *supervisor.Recording {
 		},
 		Published: func(snap *discovery.Snapshot, at time.Time) {
 			r.loads.SetLive(snap)
+			r.kv.SetLive(snap)
 			if !r.off {
 				r.w.Published(recorder.Published{At: at, Generation: snap.Generation, Workers: len(snap.Workers)})
 			}
@@ -105,6 +109,50 @@ func (s recordingSink) Deliver(namespace string, publisherID uint64, frames [][]
 		r.w.LoadMessage(&ev, res)
 	}
 	return res
+}
+
+// kvSink is the kv-events subscriptions' sink.
+func (r *recording) kvSink() eventplane.Sink { return recordingKVSink{r} }
+
+type recordingKVSink struct{ r *recording }
+
+// Connected implements eventplane.Sink: the tracker does nothing on a
+// reconnect (see kvSink), but a replay follows the same inputs.
+func (s recordingKVSink) Connected(namespace string, publisherID uint64, at time.Time) {
+	r := s.r
+	r.order.Lock()
+	defer r.order.Unlock()
+	if !r.off {
+		r.w.KVConnected(namespace, publisherID, at.Round(0))
+	}
+}
+
+// Deliver implements eventplane.Sink.
+func (s recordingKVSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) eventplane.Result {
+	ev := events.KVMessage{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Frames: frames}
+	r := s.r
+	r.order.Lock()
+	defer r.order.Unlock()
+	res := r.kv.Apply(&ev)
+	if !r.off {
+		r.w.KVMessage(ev.Namespace, ev.PublisherID, ev.Frames, ev.At, res)
+	}
+	return kvResult(res)
+}
+
+// kvLost applies a lost kv-events publisher. Only a call that cleared
+// ranks changed the core, so only such a call is recorded (a kv_messages
+// row without frames, result kv.PublisherLostResult), as the simulator's
+// core records it.
+func (r *recording) kvLost(ev events.KVPublisherLost) int {
+	ev.At = ev.At.Round(0)
+	r.order.Lock()
+	defer r.order.Unlock()
+	n := r.kv.PublisherLost(ev)
+	if n > 0 && !r.off {
+		r.w.KVMessage(ev.Namespace, ev.PublisherID, nil, ev.At, kv.PublisherLostResult)
+	}
+	return n
 }
 
 // wrap decorates a picker (picker.Holder.Wrap keeps it on top of

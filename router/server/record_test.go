@@ -23,6 +23,7 @@ import (
 	etcdsource "switchyard/router/discovery/etcd"
 	"switchyard/router/discovery/supervisor"
 	"switchyard/router/events"
+	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
@@ -114,7 +115,7 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 
 	reg := discovery.NewRegistry()
 	store := load.NewStore(nil)
-	rec := newRecording(w, reg, store, clock.Real{})
+	rec := newRecording(w, reg, store, kv.NewTracker(nil), clock.Real{})
 	src := &scriptedSource{batches: make(chan []events.Event), applied: make(chan struct{})}
 	sup := supervisor.New(reg, clock.Real{}, slog.New(slog.DiscardHandler), &metrics.New().Discovery,
 		func(_ *config.Config, sink etcdsource.Sink, _ func(string)) supervisor.Runner {
@@ -310,7 +311,7 @@ func benchCore(b *testing.B, w *recorder.Writer) (*recording, *load.Store, picke
 	store := load.NewStore(nil)
 	store.SetLive(reg.Snapshot())
 	var p picker.Picker = picker.NewLoadBased(store, nil)
-	rec := newRecording(w, reg, store, clock.Real{})
+	rec := newRecording(w, reg, store, kv.NewTracker(nil), clock.Real{})
 	if w != nil {
 		p = rec.wrap(p)
 	}

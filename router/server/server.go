@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -31,7 +32,9 @@ import (
 	"switchyard/router/discovery/supervisor"
 	"switchyard/router/eventplane"
 	"switchyard/router/eventplane/zmtp"
+	"switchyard/router/events"
 	"switchyard/router/gateway"
+	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
@@ -46,16 +49,27 @@ type Server struct {
 	discovery  *supervisor.Supervisor
 	loads      *load.Store
 	loadSubs   *eventplane.Supervisor
+	tracker    *kv.Tracker
+	kvSubs     *eventplane.Supervisor
+	kvWatch    *kvStaleWatch
+	kvOn       atomic.Bool   // follow kv-events (KV-aware selection is on)
+	kick       chan struct{} // wakes the follower after kvOn changed
 	stopFollow context.CancelFunc
 	followDone chan struct{}
+	watchDone  chan struct{}
 	etcd       *embedded.Embedded
 	etcdTmpDir string
 	picker     *picker.Holder
-	gateway    *gateway.Gateway
-	http       *http.Server
-	listener   net.Listener
-	rec        *recording
-	closeOnce  sync.Once
+	seed       uint64
+	// pickMu guards active, the picker last installed in the holder
+	// (unwrapped), which KV reloads reach.
+	pickMu    sync.Mutex
+	active    picker.Picker
+	gateway   *gateway.Gateway
+	http      *http.Server
+	listener  net.Listener
+	rec       *recording
+	closeOnce sync.Once
 }
 
 // Options are the optional parts of a process.
@@ -66,6 +80,14 @@ type Options struct {
 	// (see record.go). The caller creates it before New and closes it
 	// after Close; Close stops recording first, so nothing is lost.
 	Recorder *recorder.Writer
+	// Seed seeds the KV-aware picker's sampling (dynamo.kv.router_temperature
+	// above 0). A recording stores it as its run's seed so that a replay
+	// samples the same; 0 without a recorder draws one.
+	Seed uint64
+
+	// Tests shorten the KV stale rule; zero values are KVStaleAfter and
+	// kvStaleCheckEvery.
+	kvStaleAfter, kvStaleEvery time.Duration
 }
 
 // New validates cfg and starts everything it asks for. The caller owns
@@ -83,7 +105,10 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", errs[0].String())
 	}
-	s := &Server{log: log, metrics: metrics.New()}
+	s := &Server{log: log, metrics: metrics.New(), seed: o.Seed, kick: make(chan struct{}, 1)}
+	if s.seed == 0 && o.Recorder == nil {
+		s.seed = rand.Uint64()
+	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
 
@@ -92,18 +117,20 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.discovery = supervisor.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
 	s.loads = load.NewStore(s.metrics.Load.Count)
+	s.tracker = kv.NewTracker(s.metrics.KV.CountEvent)
 	if o.Recorder != nil {
 		// From the empty start: the recording must see every input.
-		s.rec = newRecording(o.Recorder, s.discovery.Registry(), s.loads, clock.Real{})
+		s.rec = newRecording(o.Recorder, s.discovery.Registry(), s.loads, s.tracker, clock.Real{})
 		s.discovery.SetRecording(s.rec.discovery())
 		s.metrics.Registry.MustRegister(recorderCollector{o.Recorder})
 	}
-	if err := s.startLoad(cfg); err != nil {
+	if err := s.startEventPlane(cfg, o); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.discovery.Apply(s.effective(cfg))
-	s.picker = picker.NewHolder(picker.NewLoadBased(s.loads, s.metrics.Selection.Count))
+	s.active = s.newPicker(cfg)
+	s.picker = picker.NewHolder(s.active)
 	gwOpts := gateway.Options{
 		Registry: s.discovery.Registry(), Picker: s.picker, Metrics: s.metrics.Gateway,
 		Log: log.With("component", "gateway"), Clock: clock.Real{},
@@ -141,30 +168,50 @@ func (s *Server) effective(cfg *config.Config) *config.Config {
 	return c
 }
 
-// startLoad starts the load store's kv_metrics subscriptions and follows
-// the registry: each new generation updates the store's admission gate
-// and the subscriptions at once. While recording, discovery installs the
-// gate itself under the order lock, at the recorded point (a follower
-// that read an older snapshot must not install it afterwards), and this
-// follower only reconciles the subscriptions.
-func (s *Server) startLoad(cfg *config.Config) error {
+// startEventPlane starts the event-plane subscriptions, kv_metrics into
+// the load store and, while KV-aware selection is on, kv-events into the
+// KV tracker, and follows the registry: each new generation updates the
+// store's and the tracker's admission gates and the subscriptions at
+// once. While recording, discovery installs the gates itself under the
+// order lock, at the recorded point (a follower that read an older
+// snapshot must not install it afterwards), and this follower only
+// reconciles the subscriptions.
+//
+// Both families share the MaxSubscriptions budget: kv_metrics takes what
+// it needs first (load signals matter to every picker), kv-events what is
+// left. A second goroutine applies the KVStaleAfter rule.
+func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 	policy, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
 	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
-	var sink eventplane.Sink = load.Subscriber{Store: s.loads}
+	var sink, kvs eventplane.Sink = load.Subscriber{Store: s.loads}, kvSink{s.tracker}
 	if s.rec != nil {
-		sink = s.rec.sink()
+		sink, kvs = s.rec.sink(), s.rec.kvSink()
 	}
+	clk := clock.Real{}
 	s.loadSubs = eventplane.NewSupervisor(eventplane.Family{
 		Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits, Sink: sink,
-	}, policy, clock.Real{}, s.log.With("component", "load"), s.metrics.Load.Count)
+	}, policy, clk, s.log.With("component", "load"), s.metrics.Load.Count)
 	s.metrics.Registry.MustRegister(&metrics.LoadCollector{
 		Subscriptions: s.loadSubs.Subscriptions, Store: s.loads, Now: time.Now})
+	s.kvSubs = eventplane.NewSupervisor(eventplane.Family{
+		Topic: discovery.TopicKVEvents, Limits: zmtp.KVEventLimits, Sink: kvs,
+	}, policy, clk, s.log.With("component", "kv"), s.metrics.KV.CountSubscription)
+	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.tracker.Size})
+	after, every := o.kvStaleAfter, o.kvStaleEvery
+	if after <= 0 {
+		after = KVStaleAfter
+	}
+	if every <= 0 {
+		every = kvStaleCheckEvery
+	}
+	s.kvWatch = newKVStaleWatch(after, s.kvSubs.Subscriptions, s.publisherLost, s.log.With("component", "kv"))
+	s.kvOn.Store(kvActive(cfg))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopFollow, s.followDone = cancel, make(chan struct{})
+	s.stopFollow, s.followDone, s.watchDone = cancel, make(chan struct{}), make(chan struct{})
 	reg := s.discovery.Registry()
 	go func() {
 		defer close(s.followDone)
@@ -173,16 +220,79 @@ func (s *Server) startLoad(cfg *config.Config) error {
 			snap := reg.Snapshot()
 			if s.rec == nil {
 				s.loads.SetLive(snap)
+				s.tracker.SetLive(snap)
 			}
-			s.loadSubs.Reconcile(snap)
+			n := s.loadSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions)
+			if s.kvOn.Load() {
+				s.kvSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions-n)
+			} else {
+				s.kvSubs.Stop()
+			}
+			// Subscriptions that just stopped lose their ranks now.
+			s.kvWatch.check(clk.Now())
 			select {
 			case <-changed:
+			case <-s.kick:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	go func() {
+		defer close(s.watchDone)
+		for clock.Sleep(clk, every, ctx.Done()) {
+			s.kvWatch.check(clk.Now())
+		}
+	}()
 	return nil
+}
+
+// publisherLost applies a lost kv-events publisher to the tracker, under
+// the order lock and recorded when recording.
+func (s *Server) publisherLost(ev events.KVPublisherLost) int {
+	if s.rec != nil {
+		return s.rec.kvLost(ev)
+	}
+	return s.tracker.PublisherLost(ev)
+}
+
+// newPicker builds the picker cfg asks for (PickerName).
+func (s *Server) newPicker(cfg *config.Config) picker.Picker {
+	p, err := picker.New(PickerName(cfg), picker.Deps{Store: s.loads, Tracker: s.tracker,
+		KV: picker.KVOptionsFrom(cfg.Dynamo.KV), Seed: s.seed,
+		Count: s.metrics.Selection.Count, KVCount: s.metrics.KV.CountSelection})
+	if err != nil {
+		panic(err) // both names are known and the tracker is set
+	}
+	return p
+}
+
+// reloadKV applies a change of dynamo.kv: turning KV-aware selection on or
+// off swaps the picker in the holder (a recording's decorator stays on
+// top) and starts or stops the kv-events subscriptions; with it on, every
+// selection setting reaches the running picker at its next pick.
+func (s *Server) reloadKV(old, cfg *config.Config) {
+	was, is := kvActive(old), kvActive(cfg)
+	ko, kn := picker.KVOptionsFrom(old.Dynamo.KV), picker.KVOptionsFrom(cfg.Dynamo.KV)
+	if s.rec != nil && (was != is || is && !kvOptionsEqual(ko, kn)) {
+		s.log.Warn("KV-aware selection changed while recording: a replay of this recording uses the settings the process started with")
+	}
+	s.pickMu.Lock()
+	defer s.pickMu.Unlock()
+	if was != is {
+		s.active = s.newPicker(cfg)
+		s.picker.Set(s.active)
+		s.kvOn.Store(is)
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		s.log.Info("picker replaced", "picker", PickerName(cfg))
+		return
+	}
+	if is {
+		s.active.(interface{ SetKVOptions(picker.KVOptions) }).SetKVOptions(kn)
+	}
 }
 
 func loadPolicy(cfg *config.Config) (eventplane.Policy, error) {
@@ -237,7 +347,7 @@ func (s *Server) routes() http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs}, s.maskedConfig)))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
 	mux.Handle("/anthropic/", s.gateway.Handler())
 	// Profiles for operators, behind the admin token like the admin API.
@@ -299,10 +409,12 @@ func (s *Server) Reload(cfg *config.Config) error {
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
 		policy, err := loadPolicy(cfg)
 		if err == nil {
-			s.log.Info("load subscriptions restarting under the new dial policy")
+			s.log.Info("event-plane subscriptions restarting under the new dial policy")
 			s.loadSubs.SetPolicy(policy)
+			s.kvSubs.SetPolicy(policy)
 		}
 	}
+	s.reloadKV(old, cfg)
 	s.discovery.Apply(s.effective(cfg))
 	s.log.Info("configuration reloaded")
 	return nil
@@ -313,6 +425,9 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // Loads is the load store.
 func (s *Server) Loads() *load.Store { return s.loads }
+
+// KV is the KV tracker (the index the KV-aware picker matches against).
+func (s *Server) KV() *kv.Tracker { return s.tracker }
 
 // Discovery exposes the discovery supervisor (registry, status).
 func (s *Server) Discovery() *supervisor.Supervisor { return s.discovery }
@@ -349,7 +464,9 @@ func (s *Server) Close() {
 		if s.stopFollow != nil {
 			s.stopFollow()
 			<-s.followDone
+			<-s.watchDone
 			s.loadSubs.Stop()
+			s.kvSubs.Stop()
 		}
 		if s.rec != nil {
 			s.rec.stop()
@@ -363,10 +480,13 @@ func (s *Server) Close() {
 	})
 }
 
-// dynamoStatus is what the admin API reads: discovery plus subscriptions.
+// dynamoStatus is what the admin API reads: discovery plus subscriptions,
+// kv_metrics ones first, then kv-events ones.
 type dynamoStatus struct {
 	*supervisor.Supervisor
-	subs *eventplane.Supervisor
+	load, kv *eventplane.Supervisor
 }
 
-func (d dynamoStatus) Subscriptions() []eventplane.SubscriptionInfo { return d.subs.Subscriptions() }
+func (d dynamoStatus) Subscriptions() []eventplane.SubscriptionInfo {
+	return append(d.load.Subscriptions(), d.kv.Subscriptions()...)
+}

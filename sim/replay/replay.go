@@ -17,6 +17,7 @@ import (
 	"switchyard/recorder"
 	"switchyard/router/config"
 	"switchyard/router/events"
+	"switchyard/router/kv"
 	"switchyard/router/picker"
 	"switchyard/sim"
 )
@@ -99,7 +100,13 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := sim.NewCore(sim.CoreOptions{Picker: pickerName, Seed: sim.PickerSeed(info.Seed), MaxStaleness: params.maxStaleness,
+	// A simulated run seeds its pickers from the scenario's seed; a live
+	// router records the seed its picker drew from.
+	seed := sim.PickerSeed(info.Seed)
+	if info.Kind == "live" {
+		seed = info.Seed
+	}
+	core, err := sim.NewCore(sim.CoreOptions{Picker: pickerName, Seed: seed, MaxStaleness: params.maxStaleness,
 		KV: params.kv})
 	if err != nil {
 		return nil, err
@@ -130,6 +137,13 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 			core.KVConnected(events.KVConnected{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID})
 		case recorder.KVMessage:
 			rep.Inputs++
+			if v.Frames == nil && v.Result == kv.PublisherLostResult {
+				// A lost publisher, recorded only when it cleared ranks.
+				if core.KVPublisherLost(events.KVPublisherLost{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID}) == 0 {
+					rep.KVResultMismatches++
+				}
+				break
+			}
 			ev := events.KVMessage{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID, Frames: v.Frames}
 			if res := core.KVMessage(&ev); res != v.Result {
 				rep.KVResultMismatches++
@@ -255,13 +269,5 @@ func paramsOf(info recorder.RunInfo) (params, error) {
 	if err != nil {
 		return params{}, fmt.Errorf("replay: the run's configuration: %w", err)
 	}
-	return params{maxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), kv: KVOptionsOf(cfg)}, nil
-}
-
-// KVOptionsOf reads the KV-aware picker's settings from dynamo.kv.
-func KVOptionsOf(cfg *config.Config) picker.KVOptions {
-	k := cfg.Dynamo.KV
-	return picker.KVOptions{OverlapScoreCredit: k.OverlapScoreCredit, PrefillLoadScale: k.PrefillLoadScale,
-		Temperature: k.RouterTemperature, ConditionalDisagg: k.ConditionalDisaggregation.Enabled,
-		DecodeBusyThreshold: k.ConditionalDisaggregation.DecodeBusyThreshold}
+	return params{maxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), kv: picker.KVOptionsFrom(cfg.Dynamo.KV)}, nil
 }
