@@ -19,6 +19,10 @@ type Tracker struct {
 	count func(result string)
 	// live is the snapshot SetLive last installed.
 	live *discovery.Snapshot
+	// vllm is the scratch batch of ApplyVLLM; vllmSeq each rank's last
+	// vLLM batch sequence.
+	vllm    VLLMBatch
+	vllmSeq map[Rank]uint64
 	// seen remembers, per publisher, which ranks its events named, so a
 	// lost subscription clears exactly those (bounded per publisher).
 	seen map[publisherKey]map[Rank]struct{}
