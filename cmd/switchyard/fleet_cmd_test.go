@@ -48,7 +48,8 @@ lease_ttl_seconds: 5
 		return r.Count
 	}
 	waitFor(t, 20*time.Second, "three workers in etcd", func() bool { return count() == 3 })
-	require.Contains(t, out.String(), "3 workers serving m")
+	// The banner is printed after the last registration reaches etcd.
+	waitFor(t, 10*time.Second, "the serving banner", func() bool { return strings.Contains(out.String(), "3 workers serving m") })
 	resp, err := http.Get("http://" + fe + "/fleet/workers")
 	require.NoError(t, err)
 	resp.Body.Close()
