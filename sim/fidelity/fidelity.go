@@ -47,11 +47,12 @@ type Report struct {
 
 // Latencies summarises one run's ok requests (nearest-rank percentiles).
 type Latencies struct {
-	OK                        int
-	TTFTP50, TTFTP90, E2EP50  time.Duration
-	ttft                      []time.Duration
-	byID                      map[uint64]time.Duration
-	failed, refused, canceled int
+	OK int
+	// NotOK counts the requests that ended otherwise, by status.
+	NotOK                    map[string]int
+	TTFTP50, TTFTP90, E2EP50 time.Duration
+	ttft                     []time.Duration
+	byID                     map[uint64]time.Duration
 }
 
 // Agreement is the share of compared requests pinned alike.
@@ -124,7 +125,7 @@ type run struct {
 }
 
 func readRun(rd *recorder.Reader, id int64) (*run, error) {
-	r := &run{sels: map[uint64]picker.Selection{}, lat: Latencies{byID: map[uint64]time.Duration{}}}
+	r := &run{sels: map[uint64]picker.Selection{}, lat: Latencies{NotOK: map[string]int{}, byID: map[uint64]time.Duration{}}}
 	err := rd.Entries(id, func(e recorder.Entry) error {
 		if s, ok := e.Value.(recorder.Selection); ok && s.OK {
 			r.sels[s.RequestID] = s.Sel
@@ -140,18 +141,13 @@ func readRun(rd *recorder.Reader, id int64) (*run, error) {
 	}
 	var e2e []time.Duration
 	for _, o := range outs {
-		switch o.Status {
-		case recorder.StatusOK:
-			r.lat.ttft = append(r.lat.ttft, o.TTFT)
-			r.lat.byID[o.RequestID] = o.TTFT
-			e2e = append(e2e, o.E2E)
-		case recorder.StatusRefused:
-			r.lat.refused++
-		case recorder.StatusCancelled:
-			r.lat.canceled++
-		default:
-			r.lat.failed++
+		if o.Status != recorder.StatusOK {
+			r.lat.NotOK[o.Status]++
+			continue
 		}
+		r.lat.ttft = append(r.lat.ttft, o.TTFT)
+		r.lat.byID[o.RequestID] = o.TTFT
+		e2e = append(e2e, o.E2E)
 	}
 	slices.Sort(r.lat.ttft)
 	slices.Sort(e2e)
@@ -243,19 +239,25 @@ type Tolerances struct {
 	P90Rel float64
 	// MaxKS bounds the TTFT distributions' KS distance.
 	MaxKS float64
+	// MaxPaired bounds the median per-request TTFT difference, either way.
+	MaxPaired time.Duration
 }
 
-// DefaultTolerances are the bounds the fidelity test asserts, chosen from
-// the measurements in docs/fidelity.md with room for a loaded two-core
-// machine and the race detector.
+// DefaultTolerances are the bounds the fidelity test asserts. On an idle
+// machine the live and simulated runs agree far more closely (selection
+// agreement 0.95 to 1, TTFT percentiles within 3 ms, KS distance at most
+// 0.08); the bounds hold with margin under the worst contention measured,
+// the race detector with other packages' race-enabled tests running on
+// both cores throughout (docs/fidelity.md lists every measurement).
 var DefaultTolerances = Tolerances{
-	MinAgreement:        0.80,
+	MinAgreement:        0.60,
 	MinPrefillAgreement: 0.95,
-	P50Abs:              8 * time.Millisecond,
-	P50Rel:              0.15,
-	P90Abs:              12 * time.Millisecond,
-	P90Rel:              0.20,
-	MaxKS:               0.30,
+	P50Abs:              10 * time.Millisecond,
+	P50Rel:              0.10,
+	P90Abs:              30 * time.Millisecond,
+	P90Rel:              0.50,
+	MaxKS:               0.35,
+	MaxPaired:           6 * time.Millisecond,
 }
 
 // Check reports every bound the report breaks, and anything that makes
@@ -273,8 +275,7 @@ func (r *Report) Check(t Tolerances) error {
 	}
 	for name, l := range map[string]Latencies{"live": r.Live, "simulated": r.Sim} {
 		if l.OK != r.Requests {
-			bad("%s run: %d of %d requests ended ok (%d failed, %d refused, %d cancelled)", name, l.OK, r.Requests,
-				l.failed, l.refused, l.canceled)
+			bad("%s run: %d of %d requests ended ok (others: %v)", name, l.OK, r.Requests, l.NotOK)
 		}
 	}
 	if r.Replay == nil || !r.Replay.Exact() {
@@ -296,6 +297,9 @@ func (r *Report) Check(t Tolerances) error {
 	within("p90", r.Live.TTFTP90, r.Sim.TTFTP90, t.P90Abs, t.P90Rel)
 	if r.TTFTKS > t.MaxKS {
 		bad("TTFT KS distance %.3f > %.3f", r.TTFTKS, t.MaxKS)
+	}
+	if r.TTFTPaired.Abs() > t.MaxPaired {
+		bad("TTFT paired difference: the median of live minus simulated is %v, beyond ±%v", ms(r.TTFTPaired), ms(t.MaxPaired))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,202 @@
+package fidelity
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"switchyard/recorder"
+	"switchyard/router/picker"
+	"switchyard/sim"
+	"switchyard/sim/replay"
+	"switchyard/sim/workload"
+)
+
+// Scenario is the fidelity test's live run: the demo's fleet shape (two
+// prefill and two decode engine workers at speedup 1) under a seeded
+// Poisson workload, about 8 s of wall-clock traffic.
+func scenario(path string) Live {
+	return Live{Path: path, Prefill: 2, Decode: 2, Seed: 1, Version: "test",
+		Workload: workload.PoissonConfig{Rate: 8, Count: 60, Prompt: workload.Range{Min: 64, Max: 2048},
+			Output: workload.Range{Min: 8, Max: 48}}}
+}
+
+// The signature check: one workload run live through the whole stack
+// (embedded etcd, fake engine workers publishing over ZMQ, the frontend
+// emulation, the router, streaming OpenAI clients, the wall clock) and
+// recorded, then simulated from the recording on the same fleet. The
+// simulated picks must match the live ones, and the TTFT distributions
+// must agree within the documented tolerances (docs/fidelity.md).
+func TestLiveAndSimulatedRunsAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, a fleet and the router, and runs about 8 s of live traffic")
+	}
+	path := filepath.Join(t.TempDir(), "fidelity.db")
+	live, err := RunLive(context.Background(), scenario(path))
+	require.NoError(t, err)
+	require.Equal(t, 60, live.Sent)
+
+	simRun, err := Resimulate(path, live.RunID, SimOptions{Version: "test"})
+	require.NoError(t, err)
+	rd, err := recorder.Open(path)
+	require.NoError(t, err)
+	defer rd.Close()
+	rep, err := Compare(rd, live.RunID, simRun)
+	require.NoError(t, err)
+	client := slices.Clone(live.ClientTTFT)
+	slices.Sort(client)
+	clientP50 := percentile(client, 50)
+	t.Logf("%s  client-side TTFT p50 %.1f ms; sends at most %v late; 2 ms sleeps woke %v late (median), %v (p99)",
+		rep, float64(clientP50)/1e6, live.Lateness.Round(time.Microsecond), live.Oversleep[0].Round(time.Microsecond),
+		live.Oversleep[1].Round(time.Microsecond))
+	require.NoError(t, rep.Check(DefaultTolerances))
+	require.Equal(t, 60, rep.Requests)
+	// The recorded TTFT runs from the router's receipt to its first byte
+	// out; the client's brackets it.
+	require.GreaterOrEqual(t, clientP50, rep.Live.TTFTP50)
+
+	// The comparison notices a simulator that is wrong. Engines twice as
+	// fast: the TTFT distribution moves away.
+	fast, err := Resimulate(path, live.RunID, SimOptions{Version: "test", SpeedupRatio: 2})
+	require.NoError(t, err)
+	bad, err := Compare(rd, live.RunID, fast)
+	require.NoError(t, err)
+	t.Logf("engines at speedup 2:\n%s", bad)
+	require.Error(t, bad.Check(DefaultTolerances))
+	require.Greater(t, bad.TTFTKS, DefaultTolerances.MaxKS)
+	// Another picker: the pins no longer match.
+	random, err := Resimulate(path, live.RunID, SimOptions{Version: "test", Picker: picker.NameRandom})
+	require.NoError(t, err)
+	bad, err = Compare(rd, live.RunID, random)
+	require.NoError(t, err)
+	t.Logf("re-simulated under the random picker:\n%s", bad)
+	require.Error(t, bad.Check(DefaultTolerances))
+	require.Less(t, bad.Agreement(), DefaultTolerances.MinAgreement)
+}
+
+// The comparison itself, without the live stack: a simulated run
+// re-simulated on its own scenario and network reproduces itself exactly,
+// so everything compares equal; at another engine speed it does not.
+func TestASimulatedRunReSimulatesToItself(t *testing.T) {
+	sc, err := sim.ParseScenario([]byte(`
+seed: 3
+fleet:
+  - {role: prefill, count: 2, block_size: 16, total_kv_blocks: 8192}
+  - {role: decode, count: 2, block_size: 16, total_kv_blocks: 8192}
+workload:
+  poisson: {rate: 8, count: 40, prompt: {min: 64, max: 2048}, output: {min: 8, max: 48}}
+`))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "sim.db")
+	w, err := recorder.Create(path, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Version: "test",
+		Picker: sc.Picker, Start: time.Now()}, recorder.Options{Block: true})
+	require.NoError(t, err)
+	r, err := sim.New(sc, sim.Options{Tap: w})
+	require.NoError(t, err)
+	_, err = r.Execute()
+	require.NoError(t, err)
+	_, err = w.Close()
+	require.NoError(t, err)
+
+	again, err := Resimulate(path, w.RunID(), SimOptions{Network: sc.Network, Version: "test"})
+	require.NoError(t, err)
+	rd, err := recorder.Open(path)
+	require.NoError(t, err)
+	defer rd.Close()
+	rep, err := Compare(rd, w.RunID(), again)
+	require.NoError(t, err)
+	t.Logf("%s", rep)
+	require.NoError(t, rep.Check(DefaultTolerances))
+	require.Equal(t, 40, rep.Compared)
+	require.Equal(t, rep.Compared, rep.Agree)
+	require.Zero(t, rep.TTFTKS)
+	require.Zero(t, rep.TTFTPaired)
+	require.Equal(t, rep.Live.TTFTP90, rep.Sim.TTFTP90)
+	require.Equal(t, rep.Live.E2EP50, rep.Sim.E2EP50)
+
+	slow, err := Resimulate(path, w.RunID(), SimOptions{Network: sc.Network, SpeedupRatio: 0.5, Version: "test"})
+	require.NoError(t, err)
+	rep, err = Compare(rd, w.RunID(), slow)
+	require.NoError(t, err)
+	err = rep.Check(DefaultTolerances)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "TTFT p50")
+	require.Contains(t, err.Error(), "KS distance")
+	require.Greater(t, rep.Sim.TTFTP50, rep.Live.TTFTP50)
+}
+
+func TestKS(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		out := make([]time.Duration, len(vs))
+		for i, v := range vs {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	require.Zero(t, KS(ms(5, 1, 3), ms(1, 3, 5)), "the same sample, in any order")
+	require.Equal(t, 1.0, KS(ms(1, 2, 3), ms(4, 5)), "disjoint samples")
+	require.Equal(t, 0.5, KS(ms(1, 2, 3, 4), ms(3, 4, 5, 6)))
+	// Ties step both CDFs at once: F_a(2) = 1, F_b(2) = 1/2.
+	require.Equal(t, 0.5, KS(ms(2, 2), ms(2, 7)))
+	require.InDelta(t, 2.0/3, KS(ms(1, 1, 1), ms(1, 9, 9)), 1e-12)
+	require.Zero(t, KS(nil, ms(1)))
+	require.InDelta(t, 0.2480, KSCritical(60, 60, 0.05), 1e-3)
+	require.InDelta(t, 0.2977, KSCritical(60, 60, 0.01), 1e-3)
+}
+
+// A prompt's size is the same to the router's estimator and to the
+// frontend emulation, which sizes the prompt the live engine computes.
+func TestPromptSizesAgree(t *testing.T) {
+	for _, n := range []int{1, 3, 4, 5, 6, 64, 100, 511, 2048} {
+		text, tokens := Prompt(n, uint64(n))
+		require.Equal(t, max(4, (n+2)/4*4), tokens, "the nearest multiple of four, at least four")
+		require.Equal(t, uint64(tokens), picker.Heuristic{}.Estimate(text+"\n"), "the router's estimate of a chat message")
+		words := len(strings.Fields(text))
+		require.Equal(t, tokens, max(words*4/3, 1), "the frontend emulation's estimate")
+		again, _ := Prompt(n, uint64(n))
+		require.Equal(t, text, again)
+		other, _ := Prompt(n, uint64(n)+1000)
+		require.NotEqual(t, text, other)
+	}
+}
+
+func exactReplay() *replay.Report { return &replay.Report{Selections: 10, Reproduced: 10} }
+
+func TestCheckReportsEveryBreach(t *testing.T) {
+	good := func() *Report {
+		return &Report{Requests: 10, Compared: 10, Agree: 10, DecodeAgree: 10, PrefillAgree: 10,
+			Live:   Latencies{OK: 10, TTFTP50: 80 * time.Millisecond, TTFTP90: 100 * time.Millisecond},
+			Sim:    Latencies{OK: 10, TTFTP50: 81 * time.Millisecond, TTFTP90: 99 * time.Millisecond},
+			TTFTKS: 0.1, Replay: exactReplay()}
+	}
+	require.NoError(t, good().Check(DefaultTolerances))
+
+	cases := map[string]func(r *Report){
+		"selection agreement":     func(r *Report) { r.Agree, r.DecodeAgree = 5, 5 },
+		"prefill pin agreement":   func(r *Report) { r.Agree, r.PrefillAgree = 8, 8 },
+		"TTFT p50":                func(r *Report) { r.Sim.TTFTP50 = 100 * time.Millisecond },
+		"TTFT p90":                func(r *Report) { r.Sim.TTFTP90 = 160 * time.Millisecond },
+		"KS distance":             func(r *Report) { r.TTFTKS = 0.9 },
+		"not pinned":              func(r *Report) { r.Compared = 9 },
+		"ended ok":                func(r *Report) { r.Sim.OK, r.Sim.NotOK = 9, map[string]int{recorder.StatusFailed: 1} },
+		"replay is not exact":     func(r *Report) { r.Replay.Reproduced-- },
+		"TTFT paired difference":  func(r *Report) { r.TTFTPaired = -20 * time.Millisecond },
+		"the live run pinned no ": func(r *Report) { *r = Report{Replay: exactReplay()} },
+	}
+	for want, breach := range cases {
+		r := good()
+		breach(r)
+		err := r.Check(DefaultTolerances)
+		require.Error(t, err, want)
+		require.Contains(t, err.Error(), want)
+	}
+	// The percentile bounds are the larger of the absolute and relative ones.
+	r := good()
+	r.Live.TTFTP50, r.Sim.TTFTP50 = time.Second, time.Second+DefaultTolerances.P50Abs+time.Millisecond
+	require.NoError(t, r.Check(DefaultTolerances), "within the relative bound")
+}
