@@ -342,7 +342,7 @@ func (q *request) dispatch(now time.Time) {
 		}
 		// The prefill hop computes the prompt and one token, as the
 		// frontend's max_tokens=1 prefill request does.
-		q.prank.submit(&job{req: q, prefill: true}, q.wr.Tokens, 1, now)
+		q.prank.submit(&job{req: q, prefill: true}, q.wr.Tokens, 1, 0, now)
 		return
 	}
 	q.toDecode(now)
@@ -357,7 +357,12 @@ func (q *request) toDecode(now time.Time) {
 		q.fail(now, "decode worker answered 500")
 		return
 	}
-	q.drank.submit(&job{req: q}, q.wr.Tokens, q.wr.MaxTokens, now)
+	// After a prefill hop the prompt's KV arrives with the request.
+	imported := 0
+	if q.prefill != nil {
+		imported = len(q.wr.Tokens)
+	}
+	q.drank.submit(&job{req: q}, q.wr.Tokens, q.wr.MaxTokens, imported, now)
 }
 
 // output handles one engine output for the request's hop on rk.

@@ -26,6 +26,12 @@ type Request struct {
 	Tokens    []uint32
 	MaxTokens int
 	Arrival   time.Time
+	// Imported prompt tokens arrive with their KV already computed (the
+	// decode hop of a disaggregated request, after the prefill worker's
+	// transfer): the first admission reserves their blocks and registers
+	// them in the prefix cache without computing them. At least one token
+	// is always computed, so the first output still takes a step.
+	Imported int
 }
 
 // Output reports what one request did in a step.

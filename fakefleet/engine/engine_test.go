@@ -196,3 +196,30 @@ func TestResetAndReject(t *testing.T) {
 		t.Fatal("reset must free every block")
 	}
 }
+
+func TestImportedPromptIsNotComputedAgain(t *testing.T) {
+	timing := Constant{Prefill: time.Millisecond, Step: time.Millisecond}
+	e := New(Config{BlockSize: 4, TotalKVBlocks: 16, Timing: timing})
+	e.Submit(Request{ID: 1, Tokens: tokens(9), MaxTokens: 2, Imported: 9}, t0)
+	at, _ := e.NextEvent()
+	outs := e.Advance(at)
+	at, _ = e.NextEvent()
+	outs = append(outs, e.Advance(at)...)
+	if len(outs) != 1 || !outs[0].FirstToken || outs[0].CachedTokens != 0 {
+		t.Fatalf("first step outputs %+v", outs)
+	}
+	// One prompt token was computed; the other eight arrived with the KV.
+	if st := e.Stats(); st.PrefillTokens != 1 || st.CachedTokens != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The imported blocks are cached like computed ones: a later request
+	// with the same prefix hits them.
+	if ev := e.DrainKVEvents(); len(ev) != 1 || len(ev[0].Blocks) != 2 {
+		t.Fatalf("events %+v", ev)
+	}
+	runAll(e)
+	e.Submit(Request{ID: 2, Tokens: tokens(13), MaxTokens: 1}, t0.Add(time.Second))
+	if outs := runAll(e); len(outs) != 1 || outs[0].CachedTokens != 8 {
+		t.Fatalf("second request %+v", outs)
+	}
+}

@@ -108,7 +108,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 			inLRU++
 		}
 	}
-	start := len(hits) * bs
+	hit := len(hits) * bs
+	// Imported KV counts as computed, short of the token that must run.
+	start := max(hit, min(s.imported, s.target()-1))
 	n := min(s.target()-start, budget)
 	need := e.blocksFor(start+n) - len(hits)
 	if need > e.pool.available()-inLRU {
@@ -117,11 +119,11 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	for _, b := range hits {
 		e.pool.ref(b)
 	}
-	s.cached, s.computed = hits, start
+	s.cached, s.computed, s.imported = hits, start, 0
 	if s.generated == 0 {
-		s.hit = start
+		s.hit = hit
 	}
-	e.stats.CachedTokens += uint64(start)
+	e.stats.CachedTokens += uint64(hit)
 	e.grow(s, n) // cannot fail: checked above
 	return n, true
 }

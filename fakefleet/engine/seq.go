@@ -21,11 +21,15 @@ type seq struct {
 	cached  []*cachedBlock // prompt prefix blocks 0..len-1, pinned
 	private int            // other blocks held
 	hit     int            // prompt tokens the last admission found cached
+	// imported tokens still to take on admission; a preempted request
+	// lost them and recomputes.
+	imported int
 }
 
 func newSeq(r Request, blockSize int) *seq {
 	local := kv.BlockHashes(r.Tokens, blockSize, kv.Seed("", ""))
-	return &seq{req: r, maxTokens: max(1, r.MaxTokens), tokens: local, hashes: kv.SequenceHashes(local)}
+	return &seq{req: r, maxTokens: max(1, r.MaxTokens), tokens: local, hashes: kv.SequenceHashes(local),
+		imported: min(max(r.Imported, 0), len(r.Tokens))}
 }
 
 func (s *seq) target() int    { return len(s.req.Tokens) + s.generated }

@@ -25,8 +25,8 @@ type Request struct {
 	// for this request (the decode hop of a disaggregated request). Their
 	// blocks are transferred before the request reaches the engine, which
 	// takes Config.KVTransferBandwidth time; at most the prompt's length is
-	// charged. The engine still computes the prompt itself, less any local
-	// prefix-cache hits, since it cannot import foreign blocks.
+	// charged. The engine then imports them (engine.Request.Imported): it
+	// reserves and caches their blocks and computes only the last token.
 	CachedTokens int
 }
 
@@ -68,7 +68,7 @@ func (w *Worker) Generate(ctx context.Context, req Request, emit func(text strin
 	if err := w.transfer(ctx, req.DPRank, min(req.CachedTokens, len(toks))); err != nil {
 		return res, err
 	}
-	j, err := w.submit(req.DPRank, toks, req.MaxTokens)
+	j, err := w.submit(req.DPRank, toks, req.MaxTokens, min(req.CachedTokens, len(toks)))
 	if err != nil {
 		return res, err
 	}
@@ -161,7 +161,7 @@ func (w *Worker) admitLocked(r uint32) error {
 }
 
 // submit checks the worker's state and enqueues the request on its rank.
-func (w *Worker) submit(r uint32, toks []uint32, maxTokens int) (*job, error) {
+func (w *Worker) submit(r uint32, toks []uint32, maxTokens, imported int) (*job, error) {
 	w.mu.Lock()
 	if err := w.admitLocked(r); err != nil {
 		w.mu.Unlock()
@@ -173,7 +173,7 @@ func (w *Worker) submit(r uint32, toks []uint32, maxTokens int) (*job, error) {
 	j := &job{ready: make(chan struct{}, 1)}
 	rk.jobs[w.nextID] = j
 	now := w.engineNowLocked()
-	rk.eng.Submit(engine.Request{ID: w.nextID, Tokens: toks, MaxTokens: maxTokens, Arrival: now}, now)
+	rk.eng.Submit(engine.Request{ID: w.nextID, Tokens: toks, MaxTokens: maxTokens, Imported: imported, Arrival: now}, now)
 	var fs []func(uint32)
 	if w.resume == nil && w.loadLocked(r) != before {
 		fs = w.listeners

@@ -85,13 +85,14 @@ type Generator interface {
 
 // engineGenerator serves the frontend's requests on an engine-backed
 // worker. Prompts are synthesized from the prompt's identity, so equal
-// prompts share cached blocks; KV transfer is not modelled, so a decode
-// worker after a prefill hop computes the prompt itself.
+// prompts share cached blocks; a decode hop after a prefill hop imports
+// the prompt's KV (charged at the worker's transfer bandwidth) instead of
+// computing it again.
 type engineGenerator struct{ *engineworker.Worker }
 
 func (e engineGenerator) Generate(ctx context.Context, r worker.Request, emit func(string) error) (worker.Result, error) {
 	return e.Worker.Generate(ctx, engineworker.Request{DPRank: r.DPRank, PromptTokens: r.PromptTokens,
-		MaxTokens: r.MaxTokens, Seed: r.PromptID}, emit)
+		MaxTokens: r.MaxTokens, Seed: r.PromptID, CachedTokens: r.CachedTokens}, emit)
 }
 
 func (e engineGenerator) Config() worker.Config {
