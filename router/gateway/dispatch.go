@@ -114,7 +114,9 @@ func (x *exchange) repin(pn *pinning) bool {
 func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.Selection) {
 	pn := &pinning{p: p, req: req, sel: sel, fresh: x.conv != nil, open: true}
 	if x.g.onOutcome != nil {
-		x.first = &firstByte{ResponseWriter: x.w, clock: x.g.clock}
+		// Text events are counted on the OpenAI ingress's streams only;
+		// the converting ingresses write other event shapes.
+		x.first = &firstByte{ResponseWriter: x.w, clock: x.g.clock, stream: x.in.stream && x.conv == nil}
 		x.w = x.first
 	}
 	pl := x.st.poolByNS[sel.Namespace]

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 
@@ -40,8 +41,12 @@ type Outcome struct {
 	Status       string
 	Error        string
 	PromptTokens uint64
-	// OutputTokens is 0: the relayed answers are not parsed.
+	// OutputTokens counts, for a streamed OpenAI answer, the SSE events
+	// that carried generated text (one per token from Dynamo's frontend);
+	// 0 for buffered answers, whose bodies are not parsed.
 	OutputTokens int
+	// ITL is the mean gap between those events (0 with fewer than two).
+	ITL time.Duration
 	// Start is the request's receipt time, End the time its pinned
 	// attempt ended.
 	Start, End time.Time
@@ -51,19 +56,78 @@ type Outcome struct {
 	TTFT, E2E time.Duration
 }
 
-// firstByte notes when the first body byte went to the client. Unwrap
-// lets http.ResponseController reach the connection.
+// firstByte notes when the first body byte went to the client and, for
+// a streamed answer, counts the SSE events carrying generated text and
+// when the first and last of them were written. Unwrap lets
+// http.ResponseController reach the connection.
 type firstByte struct {
 	http.ResponseWriter
 	clock clock.Clock
 	at    time.Time
+
+	stream      bool
+	event       []byte // the SSE event being written, up to maxEventScan
+	overflow    bool   // the event outgrew maxEventScan: not inspected
+	chunks      int
+	first, last time.Time
 }
 
+// maxEventScan bounds the bytes of one SSE event kept for inspection.
+const maxEventScan = 64 << 10
+
 func (f *firstByte) Write(p []byte) (int, error) {
-	if f.at.IsZero() && len(p) > 0 {
-		f.at = f.clock.Now()
+	if len(p) > 0 && (f.at.IsZero() || f.stream) {
+		now := f.clock.Now()
+		if f.at.IsZero() {
+			f.at = now
+		}
+		if f.stream {
+			f.scan(p, now)
+		}
 	}
 	return f.ResponseWriter.Write(p)
+}
+
+// scan splits written bytes into SSE events (a blank line ends one) and
+// counts those whose data carries non-empty text.
+func (f *firstByte) scan(p []byte, now time.Time) {
+	for len(p) > 0 {
+		i := bytes.Index(p, []byte("\n\n"))
+		part := p
+		if i >= 0 {
+			part = p[:i]
+		}
+		if !f.overflow && len(f.event)+len(part) <= maxEventScan {
+			f.event = append(f.event, part...)
+		} else {
+			f.overflow = true
+		}
+		if i < 0 {
+			// An event whose "\n\n" straddles two writes: the lone "\n"
+			// kept here is harmless to the text test.
+			return
+		}
+		if !f.overflow && carriesText(f.event) {
+			f.chunks++
+			if f.first.IsZero() {
+				f.first = now
+			}
+			f.last = now
+		}
+		f.event, f.overflow = f.event[:0], false
+		p = p[i+2:]
+	}
+}
+
+// carriesText reports whether an SSE event's JSON has a non-empty
+// "content" (chat) or "text" (completions) string.
+func carriesText(ev []byte) bool {
+	for _, key := range [...][]byte{[]byte(`"content":"`), []byte(`"text":"`)} {
+		if i := bytes.Index(ev, key); i >= 0 && i+len(key) < len(ev) && ev[i+len(key)] != '"' {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *firstByte) Unwrap() http.ResponseWriter { return f.ResponseWriter }
@@ -81,6 +145,12 @@ func (x *exchange) pinnedEnded(pn *pinning, status, why string) {
 		o.TTFT = o.E2E
 	case x.first != nil && !x.first.at.IsZero():
 		o.TTFT = x.first.at.Sub(x.now)
+	}
+	if f := x.first; f != nil && f.stream {
+		o.OutputTokens = f.chunks
+		if f.chunks > 1 {
+			o.ITL = f.last.Sub(f.first) / time.Duration(f.chunks-1)
+		}
 	}
 	x.g.onOutcome(o)
 }

@@ -102,6 +102,28 @@ func TestOutcomeOfServedRequests(t *testing.T) {
 		assert.Equal(t, OutcomeOK, o.Status)
 		assert.Positive(t, o.TTFT)
 		assert.GreaterOrEqual(t, o.E2E-o.TTFT, 140*time.Millisecond, "the first event went out before the second was sent")
+		assert.Equal(t, 2, o.OutputTokens, "two events carried text; [DONE] did not")
+		assert.GreaterOrEqual(t, o.ITL, 140*time.Millisecond)
+	})
+	t.Run("streamed in pieces", func(t *testing.T) {
+		// Events split across writes, several per write, one without
+		// text (a finish chunk) and one too large to inspect.
+		shim := newUpstream(t, "dyn-a")
+		shim.setRespond(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			rc := http.NewResponseController(w)
+			_, _ = io.WriteString(w, `data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n"+`data: {"choices":[{"delta":{"cont`)
+			_ = rc.Flush()
+			_, _ = io.WriteString(w, `ent":"b"}}]}`+"\n")
+			_ = rc.Flush()
+			_, _ = io.WriteString(w, "\n"+`data: {"choices":[{"delta":{"content":""},"finish_reason":"stop"}]}`+"\n\n")
+			_, _ = io.WriteString(w, `data: {"choices":[{"delta":{"content":"`+strings.Repeat("x", maxEventScan)+`"}}]}`+"\n\n")
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		})
+		f, got := outcomeFixture(t, shim, false, pairWorkers(clientModel))
+		resp, b := f.post(pathChat, chatBody(clientModel, true), nil)
+		require.Equal(t, 200, resp.StatusCode, string(b))
+		assert.Equal(t, 2, got.one(t).OutputTokens)
 	})
 	t.Run("not pinned", func(t *testing.T) {
 		shim := newUpstream(t, "dyn-a")

@@ -224,7 +224,7 @@ func (r *recording) outcome(o gateway.Outcome) {
 		return
 	}
 	r.w.Outcome(recorder.Outcome{At: o.End.Round(0), RequestID: o.RequestID, Status: o.Status, Error: o.Error,
-		PromptTokens: int(min(o.PromptTokens, 1<<31-1)), OutputTokens: o.OutputTokens, TTFT: o.TTFT, E2E: o.E2E})
+		PromptTokens: int(min(o.PromptTokens, 1<<31-1)), OutputTokens: o.OutputTokens, TTFT: o.TTFT, E2E: o.E2E, ITL: o.ITL})
 }
 
 // recorderCollector exports the writer's counts at scrape time.
