@@ -258,11 +258,19 @@ dynamo:
 	outs, err := rd.Outcomes(runs[0].ID)
 	require.NoError(t, err)
 	require.Len(t, outs, 40)
+	counted := 0
 	for _, o := range outs {
 		require.Equal(t, recorder.StatusOK, o.Status, "request %d: %s", o.RequestID, o.Error)
 		require.Positive(t, o.TTFT)
 		require.GreaterOrEqual(t, o.E2E, o.TTFT)
+		// Streamed answers count their text events: max_tokens is 4..8.
+		if o.OutputTokens > 0 {
+			counted++
+			require.True(t, o.OutputTokens >= 4 && o.OutputTokens <= 8, "request %d: %d output tokens", o.RequestID, o.OutputTokens)
+			require.Positive(t, o.ITL)
+		}
 	}
+	require.Positive(t, counted, "the streamed requests' output tokens were counted")
 }
 
 // longPrompt varies the prompt's size, so the picker's costs differ.
