@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -88,6 +90,25 @@ type simResult struct {
 	// Speedup is simulated time over wall time.
 	Speedup   float64         `json:"speedup"`
 	Recording *recorder.Stats `json:"recording,omitempty"`
+	// Core counts what the routing core did: load and kv-events messages
+	// by result, selections by role/reason, KV-aware selections by result.
+	Core coreCounts `json:"core"`
+}
+
+type coreCounts struct {
+	LoadMessages map[string]uint64 `json:"load_messages"`
+	KVMessages   map[string]uint64 `json:"kv_messages,omitempty"`
+	Selections   map[string]uint64 `json:"selections"`
+	KVSelections map[string]uint64 `json:"kv_selections,omitempty"`
+}
+
+func countsOf(c *sim.Core) coreCounts {
+	out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: c.KVResults(), Selections: c.Reasons(),
+		KVSelections: c.KVSelections()}
+	for r, n := range c.LoadResults() {
+		out.LoadMessages[r.String()] = n
+	}
+	return out
 }
 
 // simulate runs one scenario, optionally recording it, and summarises it.
@@ -132,7 +153,7 @@ func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
 		bar.Finish()
 	}
 	res := &simResult{Scenario: sc.Name, Picker: sc.Picker, Seed: sc.Seed, Run: sum, Stats: col.Summary(sum.Virtual),
-		WallMS: float64(wall) / 1e6}
+		WallMS: float64(wall) / 1e6, Core: countsOf(run.Core())}
 	if wall > 0 {
 		res.Speedup = float64(sum.Virtual) / float64(wall)
 	}
@@ -155,6 +176,10 @@ func (r *simResult) print(out io.Writer) {
 	fmt.Fprintf(out, "  E2E ms   p50 %8.1f  p90 %8.1f  p99 %8.1f\n", s.E2E.P50, s.E2E.P90, s.E2E.P99)
 	fmt.Fprintf(out, "  hit ratio %.3f (infinite-cache bound %.3f), imbalance %.2f, goodput %.1f%%, %d load messages\n",
 		s.HitRatio, s.HitRatioBound, s.Imbalance, 100*s.GoodputRatio, r.Run.LoadMessages)
+	if len(r.Core.KVSelections) > 0 {
+		fmt.Fprintf(out, "  kv: %d kv-events messages (%s), selections %s\n", r.Run.KVMessages,
+			formatCounts(r.Core.KVMessages), formatCounts(r.Core.KVSelections))
+	}
 	if r.Recording != nil {
 		var written, dropped uint64
 		for _, n := range r.Recording.Written {
@@ -165,4 +190,23 @@ func (r *simResult) print(out io.Writer) {
 		}
 		fmt.Fprintf(out, "  recorded %d records (%d dropped)\n", written, dropped)
 	}
+}
+
+// formatCounts renders counts as "a 3, b 1", largest first.
+func formatCounts(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }

@@ -129,3 +129,25 @@ func TestBenchPickersNeedsAFleet(t *testing.T) {
 	requireExit1(t, err)
 	assert.Contains(t, err.Error(), "--fleet")
 }
+
+func TestSimUnderTheKVPickerReportsItsCounts(t *testing.T) {
+	sc := writeFile(t, "s.yaml", simScenario)
+	out, err := run(t, "sim", "--scenario", sc, "--picker", "kv")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "150 requests (150 served")
+	assert.Regexp(t, `kv: [1-9][0-9]* kv-events messages \(applied [1-9]`, out)
+
+	out, err = run(t, "sim", "--scenario", sc, "--json")
+	require.NoError(t, err, out)
+	var res struct {
+		Core struct {
+			LoadMessages map[string]uint64 `json:"load_messages"`
+			KVMessages   map[string]uint64 `json:"kv_messages"`
+		} `json:"core"`
+	}
+	// run merges stderr (the progress lines) into the output: the JSON
+	// document starts at the first brace.
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &res))
+	assert.Positive(t, res.Core.LoadMessages["applied"])
+	assert.Empty(t, res.Core.KVMessages, "the load picker's router follows no kv-events")
+}
