@@ -69,6 +69,10 @@ type kvPolicy struct {
 	overlap map[kv.Rank]uint32
 	result  string // tokenizer_unavailable, or "" when tokens were there
 	probs   []float64
+	// unsupported hears of each block size the prompt cannot be hashed
+	// for (outside 16..65536, or a third size for one request).
+	unsupported func(model string, blockSize int)
+	model       string
 }
 
 // NewKVAware returns the KV-overlap-aware picker (docs/picker.md): prefill
@@ -79,13 +83,21 @@ type kvPolicy struct {
 // disaggregation is on. seed feeds softmax sampling (temperature > 0).
 // kvCount receives each selection's kv result.
 func NewKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string)) *LoadBased {
+	return newKVAware(store, tracker, o, seed, count, kvCount, nil)
+}
+
+func newKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string),
+	unsupported func(model string, blockSize int)) *LoadBased {
 	p := NewLoadBased(store, count)
 	if kvCount == nil {
 		kvCount = func(string) {}
 	}
 	p.policy = policyKV
+	if unsupported == nil {
+		unsupported = func(string, int) {}
+	}
 	p.kv = &kvPolicy{tracker: tracker, opts: o, rng: rand.New(rand.NewPCG(seed, seed^0x6b76)), count: kvCount,
-		overlap: map[kv.Rank]uint32{}}
+		overlap: map[kv.Rank]uint32{}, unsupported: unsupported}
 	return p
 }
 
@@ -103,7 +115,7 @@ func (p *LoadBased) SetKVOptions(o KVOptions) {
 func (k *kvPolicy) prepare(req Request, pools *pools) {
 	clear(k.overlap)
 	k.sizes = [maxBlockSizes]int{}
-	k.result = ""
+	k.result, k.model = "", req.Model
 	if req.Tokens == nil {
 		k.result = KVTokenizerUnavailable
 		return
@@ -129,6 +141,7 @@ func (k *kvPolicy) prepare(req Request, pools *pools) {
 
 func (k *kvPolicy) addSize(bs int) {
 	if bs < minKVBlockSize || bs > maxKVBlockSize {
+		k.unsupported(k.model, bs)
 		return
 	}
 	for i, s := range k.sizes {
@@ -140,6 +153,7 @@ func (k *kvPolicy) addSize(bs int) {
 			return
 		}
 	}
+	k.unsupported(k.model, bs)
 }
 
 // hashed reports whether the prompt was hashed for block size bs.

@@ -285,3 +285,16 @@ func TestBlockSizesBeyondTwoScoreWithoutOverlap(t *testing.T) {
 	require.Equal(t, uint64(3), sel.Decode.WorkerID, "its load wins, its overlap is not seen")
 	require.Equal(t, 1, f.kvCounts[KVUnsupported])
 }
+
+func TestUnsupportedBlockSizesAreReported(t *testing.T) {
+	a, b, c, d := aggregated(1), aggregated(2), aggregated(3), aggregated(4)
+	a.BlockSize, b.BlockSize, c.BlockSize, d.BlockSize = 16, 32, 64, 8
+	f := newKVFixture(t, DefaultKVOptions(), a, b, c, d)
+	var heard []string
+	p, err := New(NameKV, Deps{Store: f.store, Tracker: f.tracker, KV: DefaultKVOptions(),
+		KVUnsupported: func(model string, bs int) { heard = append(heard, fmt.Sprint(model, "/", bs)) }})
+	require.NoError(t, err)
+	f.picker = p.(*LoadBased)
+	f.pickTokens(tokens(0, 128))
+	require.ElementsMatch(t, []string{"m/64", "m/8"}, heard, "a third size and one below 16")
+}

@@ -31,6 +31,9 @@ type Deps struct {
 	// KV-aware selection's result. Either may be nil.
 	Count   func(role, reason string)
 	KVCount func(result string)
+	// KVUnsupported hears of every block size a request's prompt could
+	// not be hashed for (the host logs each once); it may be nil.
+	KVUnsupported func(model string, blockSize int)
 }
 
 // New builds the named picker.
@@ -46,7 +49,7 @@ func New(name string, d Deps) (Picker, error) {
 		if d.Tracker == nil {
 			return nil, fmt.Errorf("picker %q needs a KV tracker", name)
 		}
-		return NewKVAware(d.Store, d.Tracker, d.KV, d.Seed, d.Count, d.KVCount), nil
+		return newKVAware(d.Store, d.Tracker, d.KV, d.Seed, d.Count, d.KVCount, d.KVUnsupported), nil
 	}
 	return nil, fmt.Errorf("unknown picker %q (known: %s)", name, strings.Join(Names(), ", "))
 }

@@ -42,6 +42,11 @@ import (
 
 // Server is one running router process.
 type Server struct {
+	// blockSizeWarned remembers the (model, block size) pairs logged by
+	// warnBlockSize; blockSizeWarnings counts them.
+	blockSizeWarned   sync.Map
+	blockSizeWarnings atomic.Int64
+
 	log        *slog.Logger
 	cfg        atomic.Pointer[config.Config]
 	metrics    *metrics.Set
@@ -260,11 +265,33 @@ func (s *Server) publisherLost(ev events.KVPublisherLost) int {
 func (s *Server) newPicker(cfg *config.Config) picker.Picker {
 	p, err := picker.New(PickerName(cfg), picker.Deps{Store: s.loads, Tracker: s.tracker,
 		KV: picker.KVOptionsFrom(cfg.Dynamo.KV), Seed: s.seed,
-		Count: s.metrics.Selection.Count, KVCount: s.metrics.KV.CountSelection})
+		Count: s.metrics.Selection.Count, KVCount: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize})
 	if err != nil {
 		panic(err) // both names are known and the tracker is set
 	}
 	return p
+}
+
+// maxBlockSizeWarnings bounds the (model, block size) pairs remembered
+// for logging once: fleet-authored cards could name endlessly many.
+const maxBlockSizeWarnings = 1024
+
+// warnBlockSize logs, once per model and size, a block size prompts are
+// not hashed for; the selections are counted unsupported.
+func (s *Server) warnBlockSize(model string, blockSize int) {
+	type key struct {
+		model string
+		size  int
+	}
+	k := key{model, blockSize}
+	if _, seen := s.blockSizeWarned.Load(k); seen || s.blockSizeWarnings.Load() >= maxBlockSizeWarnings {
+		return
+	}
+	if _, loaded := s.blockSizeWarned.LoadOrStore(k, struct{}{}); !loaded {
+		s.blockSizeWarnings.Add(1)
+		s.log.Warn("KV-aware selection cannot hash prompts for this block size (16..65536, at most two per request); those ranks score without prefix overlap",
+			"model", model, "block_size", blockSize)
+	}
 }
 
 // reloadKV applies a change of dynamo.kv: turning KV-aware selection on or
