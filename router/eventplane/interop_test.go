@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"switchyard/internal/pypeer"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
 	"switchyard/router/eventplane"
@@ -62,8 +63,8 @@ func newLoadSupervisor(store *load.Store, counts *resultCounts, allow ...string)
 // the subscription supervisor, the ZMTP client, the decoders and the store.
 func TestInteropWithLibzmqAndPythonMsgpack(t *testing.T) {
 	const worker, pub = 1736491, 2046539
-	py := runScript(t, "testdata/kv_metrics_pub.py", "--publisher-id", strconv.Itoa(pub), "--worker-id", strconv.Itoa(worker))
-	port := py.expect(t, "port ")
+	py := pypeer.Start(t, "testdata/kv_metrics_pub.py", "--publisher-id", strconv.Itoa(pub), "--worker-id", strconv.Itoa(worker))
+	port := py.Expect(t, "port ")
 
 	counts := &resultCounts{}
 	store := load.NewStore(counts.inc)
@@ -73,8 +74,8 @@ func TestInteropWithLibzmqAndPythonMsgpack(t *testing.T) {
 	store.SetLive(snap)
 	sup.Reconcile(snap)
 
-	require.Equal(t, "016b765f6d657472696373", py.expect(t, "subscribed "), "subscribed with 0x01 + kv_metrics")
-	py.expect(t, "done")
+	require.Equal(t, "016b765f6d657472696373", py.Expect(t, "subscribed "), "subscribed with 0x01 + kv_metrics")
+	py.Expect(t, "done")
 	eventually(t, "every scripted message", func() bool {
 		return counts.get(eventplane.Applied)+counts.get(eventplane.Duplicate)+counts.get(eventplane.UnknownVersion)+counts.get(eventplane.Oversized) == 7
 	})
@@ -107,8 +108,8 @@ func TestInteropWithLibzmqAndPythonMsgpack(t *testing.T) {
 // Staleness expiry through the whole path, on the wall clock.
 func TestSamplesExpireAfterMaxStaleness(t *testing.T) {
 	const worker, pub = 7, 9
-	py := runScript(t, "testdata/kv_metrics_pub.py", "--publisher-id", strconv.Itoa(pub), "--worker-id", strconv.Itoa(worker))
-	port := py.expect(t, "port ")
+	py := pypeer.Start(t, "testdata/kv_metrics_pub.py", "--publisher-id", strconv.Itoa(pub), "--worker-id", strconv.Itoa(worker))
+	port := py.Expect(t, "port ")
 	counts := &resultCounts{}
 	store := load.NewStore(counts.inc)
 	store.SetMaxStaleness(300 * time.Millisecond)
@@ -117,8 +118,8 @@ func TestSamplesExpireAfterMaxStaleness(t *testing.T) {
 	snap := fleet(worker, pub, "tcp://127.0.0.1:"+port)
 	store.SetLive(snap)
 	sup.Reconcile(snap)
-	py.expect(t, "subscribed ")
-	py.expect(t, "done")
+	py.Expect(t, "subscribed ")
+	py.Expect(t, "done")
 	k := load.Key{Namespace: "dynamo", WorkerID: worker}
 	eventually(t, "the last sample", func() bool { s, ok := store.Latest(k); return ok && s.Sequence == 5 })
 	received, _ := store.Latest(k)
