@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -376,4 +377,21 @@ func avg(ds []time.Duration) time.Duration {
 		s += d
 	}
 	return s / time.Duration(len(ds))
+}
+
+func TestExpectedRequestsCountsTraceLines(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]int{"": 0, "a\n": 1, "a\nb": 2, "a\nb\n": 2} {
+		if err := os.WriteFile(dir+"/t.jsonl", []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sc := &Scenario{Workload: Workload{Trace: &TraceSpec{Path: "t.jsonl"}}, dir: dir}
+		if got := sc.ExpectedRequests(); got != want {
+			t.Fatalf("%q: %d lines, want %d", body, got, want)
+		}
+		sc.Workload.Trace.Limit = 1
+		if got := sc.ExpectedRequests(); got != min(want, 1) {
+			t.Fatalf("%q with limit 1: %d", body, got)
+		}
+	}
 }

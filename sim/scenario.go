@@ -494,11 +494,7 @@ func (sc *Scenario) Source() (workload.Source, io.Closer, error) {
 			Think: workload.DurationRange{Min: p.ThinkMin.Std(), Max: p.ThinkMax.Std()}, Message: p.Message.w(), Output: p.Output.w()}, sc.Seed)
 		return s, nil, err
 	case w.Trace != nil:
-		path := w.Trace.Path
-		if !filepath.IsAbs(path) && sc.dir != "" {
-			path = filepath.Join(sc.dir, path)
-		}
-		f, err := os.Open(path)
+		f, err := os.Open(sc.tracePath())
 		if err != nil {
 			return nil, nil, fmt.Errorf("workload.trace: %w", err)
 		}
@@ -552,17 +548,9 @@ func (sc *Scenario) ExpectedRequests() int {
 	case w.Sessions != nil:
 		return w.Sessions.Sessions * w.Sessions.Turns
 	case w.Trace != nil:
-		path := w.Trace.Path
-		if !filepath.IsAbs(path) && sc.dir != "" {
-			path = filepath.Join(sc.dir, path)
-		}
-		raw, err := os.ReadFile(path)
+		n, err := countLines(sc.tracePath())
 		if err != nil {
 			return 0
-		}
-		n := bytes.Count(raw, []byte{'\n'})
-		if len(raw) > 0 && raw[len(raw)-1] != '\n' {
-			n++
 		}
 		if w.Trace.Limit > 0 {
 			n = min(n, w.Trace.Limit)
@@ -570,4 +558,43 @@ func (sc *Scenario) ExpectedRequests() int {
 		return n
 	}
 	return 0
+}
+
+// tracePath is the trace file, a relative path taken from the scenario
+// file's directory.
+func (sc *Scenario) tracePath() string {
+	path := sc.Workload.Trace.Path
+	if !filepath.IsAbs(path) && sc.dir != "" {
+		path = filepath.Join(sc.dir, path)
+	}
+	return path
+}
+
+// countLines counts a file's lines (a last line without its newline
+// included) reading it in blocks, not whole.
+func countLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, last := 0, byte('\n')
+	for {
+		m, err := f.Read(buf)
+		if m > 0 {
+			n += bytes.Count(buf[:m], []byte{'\n'})
+			last = buf[m-1]
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if last != '\n' {
+		n++
+	}
+	return n, nil
 }

@@ -49,8 +49,6 @@ func (o *outcomes) one(t *testing.T) Outcome {
 }
 
 func outcomeFixture(t *testing.T, shim *upstream, fallback bool, workers []*discovery.Worker, extra ...*upstream) (*fixture, *outcomes) {
-	backends := []*upstream{shim}
-	backends = append(backends, extra...)
 	cfg := dynamoConfig([]string{shim.name}, backendFor(shim, clientModel))
 	for _, u := range extra {
 		cfg.Backends = append(cfg.Backends, backendFor(u, clientModel))

@@ -110,8 +110,10 @@ func (p *LoadBased) SetKVOptions(o KVOptions) {
 	}
 }
 
-// prepare hashes the prompt for the candidates' block sizes and looks up
-// every rank's cached prefix.
+// prepare hashes the prompt for the block sizes of the decode pool's
+// ranks, then of the prefill pools in the request's namespace order
+// (which sizes make the two hashed must not depend on map order), and
+// looks up every rank's cached prefix.
 func (k *kvPolicy) prepare(req Request, pools *pools) {
 	clear(k.overlap)
 	k.sizes = [maxBlockSizes]int{}
@@ -126,6 +128,9 @@ func (k *kvPolicy) prepare(req Request, pools *pools) {
 		}
 	}
 	add(pools.decode)
+	for _, ns := range req.Namespaces {
+		add(pools.prefill[ns])
+	}
 	seed := kv.Seed("", req.CacheSalt)
 	for i, bs := range k.sizes {
 		if bs == 0 {
@@ -179,13 +184,7 @@ func (p *LoadBased) selectKV(r *load.Reader, req Request) (sel Selection, decode
 	for i := range cands {
 		disagg = disagg || cands[i].w.Role == discovery.RoleDecode
 	}
-	// Overlaps of every decode-pool rank, then of the prefill pools in
-	// the request's namespace order (which block sizes get hashed must
-	// not depend on map order).
 	k.prepare(req, &p.pools)
-	for _, ns := range req.Namespaces {
-		k.prepareMore(req, p.pools.prefill[ns])
-	}
 	var di int
 	var reason string
 	switch {
@@ -222,36 +221,6 @@ func (p *LoadBased) selectKV(r *load.Reader, req Request) (sel Selection, decode
 	prefillKey = pcands[pi].key()
 	k.countResult(&pcands[pi])
 	return sel, decodeKey, prefillKey, blocks
-}
-
-func (k *kvPolicy) prepareMore(req Request, cs []candidate) {
-	if req.Tokens == nil {
-		return
-	}
-	for i := range cs {
-		bs := int(cs[i].w.BlockSize)
-		known := false
-		for _, s := range k.sizes {
-			known = known || s == bs
-		}
-		if known {
-			continue
-		}
-		before := k.sizes
-		k.addSize(bs)
-		if k.sizes == before {
-			continue
-		}
-		j := 0
-		for j < maxBlockSizes && k.sizes[j] != bs {
-			j++
-		}
-		k.hashes[j] = kv.AppendBlockHashes(k.hashes[j][:0], req.Tokens, bs, kv.Seed("", req.CacheSalt))
-		k.tracker.Match(k.hashes[j], &k.matches)
-		for m, rk := range k.matches.Ranks {
-			k.overlap[rk] = k.matches.Blocks[m]
-		}
-	}
 }
 
 // countResult counts the selection's kv result by the rank it chose.
