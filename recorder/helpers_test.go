@@ -55,7 +55,7 @@ func feed(w *Writer, v any) {
 		w.LoadConnected(v)
 	case LoadMessage:
 		w.LoadMessage(&v.LoadMessage, resultNamed(v.Result))
-	case KVConnected:
+	case events.KVConnected:
 		w.KVConnected(v.Namespace, v.PublisherID, v.At)
 	case KVMessage:
 		w.KVMessage(v.Namespace, v.PublisherID, v.Frames, v.At, v.Result)
@@ -113,8 +113,8 @@ func sample() []any {
 		LoadMessage{LoadMessage: events.LoadMessage{At: at(9), Namespace: "dynamo", PublisherID: 5, Frames: [][]byte{{1, 2}, {}, []byte("x")}}, Result: "malformed"},
 		LoadMessage{LoadMessage: events.LoadMessage{At: at(9), Namespace: "dynamo", PublisherID: 5, Frames: [][]byte{}}, Result: "malformed"},
 		LoadMessage{LoadMessage: events.LoadMessage{At: at(9), Namespace: "dynamo", PublisherID: 5}, Result: "malformed"},
-		KVConnected{At: at(10), Namespace: "dynamo", PublisherID: bigPID - 1},
-		KVMessage{At: at(11), Namespace: "dynamo", PublisherID: 9, Frames: kv, Result: "applied"},
+		events.KVConnected{At: at(10), Namespace: "dynamo", PublisherID: bigPID - 1},
+		KVMessage{KVMessage: events.KVMessage{At: at(11), Namespace: "dynamo", PublisherID: 9, Frames: kv}, Result: "applied"},
 		Request{At: at(12), RequestID: 1<<63 + 100, Model: "m", Namespaces: []string{"dynamo", "other"}, PromptTokens: 4000,
 			MaxTokens: 256, Generation: 1<<63 + 1, Tokens: []uint32{0, 1, 1<<32 - 1, 42}, Session: 1<<64 - 1, Route: "sim"},
 		Request{At: at(13), RequestID: 2, Model: "m", Namespaces: []string{}, Tokens: []uint32{}, Route: "/v1/chat/completions"},
@@ -140,7 +140,7 @@ func entryAt(v any) time.Time {
 		return v.Time()
 	case Published:
 		return v.At
-	case KVConnected:
+	case events.KVConnected:
 		return v.At
 	case KVMessage:
 		return v.At

@@ -379,9 +379,10 @@ func scanKV(rows *sql.Rows) (Entry, error) {
 	}
 	e := Entry{Seq: i2u(f.seq), At: f.at}
 	if f.connected {
-		e.Value = KVConnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
+		e.Value = events.KVConnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
 	} else {
-		e.Value = KVMessage{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID, Frames: f.frames, Result: f.result}
+		e.Value = KVMessage{KVMessage: events.KVMessage{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID, Frames: f.frames},
+			Result: f.result}
 	}
 	return e, nil
 }

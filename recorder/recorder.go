@@ -112,21 +112,11 @@ type LoadMessage struct {
 	Result string
 }
 
-// KVConnected reports that a KV-event subscription (re)connected.
-type KVConnected struct {
-	At          time.Time
-	Namespace   string
-	PublisherID uint64
-}
-
-// KVMessage is one multipart message received on a KV-event subscription,
-// with the result the core gave it.
+// KVMessage is a recorded kv-events message with the result the core
+// gave it (a KV tracker result).
 type KVMessage struct {
-	At          time.Time
-	Namespace   string
-	PublisherID uint64
-	Frames      [][]byte
-	Result      string
+	events.KVMessage
+	Result string
 }
 
 // Stats counts records per table (keys: Tables()).
@@ -155,7 +145,7 @@ type RunInfo struct {
 // Entry is one record of a run. Value is exactly one of
 // events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync,
 // events.DiscoveryPrune, events.DiscoveryReset, Published,
-// events.LoadConnected, LoadMessage, KVConnected, KVMessage, Request,
+// events.LoadConnected, LoadMessage, events.KVConnected, KVMessage, Request,
 // Selection, Ended, Outcome.
 type Entry struct {
 	Seq   uint64

@@ -28,6 +28,7 @@ import (
 	"switchyard/router/config"
 	"switchyard/router/discovery"
 	"switchyard/router/eventplane"
+	"switchyard/router/events"
 	"switchyard/router/kv"
 	"switchyard/router/picker"
 	"switchyard/sim/replay"
@@ -314,7 +315,7 @@ func TestLiveKVRecordingReplaysExactly(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rd.Entries(runs[0].ID, func(e recorder.Entry) error {
 		switch v := e.Value.(type) {
-		case recorder.KVConnected:
+		case events.KVConnected:
 			connects++
 		case recorder.KVMessage:
 			results[v.Result]++

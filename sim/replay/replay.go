@@ -132,9 +132,9 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 		case events.LoadConnected:
 			rep.Inputs++
 			core.LoadConnected(v)
-		case recorder.KVConnected:
+		case events.KVConnected:
 			rep.Inputs++
-			core.KVConnected(events.KVConnected{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID})
+			core.KVConnected(v)
 		case recorder.KVMessage:
 			rep.Inputs++
 			if v.Frames == nil && v.Result == kv.PublisherLostResult {
@@ -144,7 +144,7 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 				}
 				break
 			}
-			ev := events.KVMessage{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID, Frames: v.Frames}
+			ev := v.KVMessage
 			if res := core.KVMessage(&ev); res != v.Result {
 				rep.KVResultMismatches++
 			}
