@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs as independent peers:
 # libzmq (through Debian's python3-zmq) is the second ZMTP implementation the
-# zmtp interop tests talk to, and python3-msgpack encodes codec fixtures.
+# zmtp interop tests talk to, python3-msgpack encodes codec fixtures, and the
+# sqlite3 command-line tool runs the queries docs/recording.md documents.
 #
 # Idempotent and silent when everything is already present, so `make test`
 # and CI can run it unconditionally.
@@ -12,7 +13,7 @@
 # and this script checks the same two.
 set -euo pipefail
 
-have_deps() {
+have_python_deps() {
 	local py
 	for py in python3 /usr/bin/python3; do
 		if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import zmq, msgpack' >/dev/null 2>&1; then
@@ -22,24 +23,33 @@ have_deps() {
 	return 1
 }
 
-if have_deps; then
+have_sqlite3() { command -v sqlite3 >/dev/null 2>&1; }
+
+missing=()
+have_python_deps || missing+=(python3-zmq python3-msgpack)
+have_sqlite3 || missing+=(sqlite3)
+if [ "${#missing[@]}" -eq 0 ]; then
 	exit 0
 fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
 	if ! command -v sudo >/dev/null 2>&1; then
-		echo "install-test-deps: not root and sudo is missing; install python3-zmq python3-msgpack by hand" >&2
+		echo "install-test-deps: not root and sudo is missing; install ${missing[*]} by hand" >&2
 		exit 1
 	fi
 	SUDO="sudo"
 fi
 
-echo "install-test-deps: installing python3-zmq python3-msgpack" >&2
+echo "install-test-deps: installing ${missing[*]}" >&2
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-zmq python3-msgpack >/dev/null
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 
-if ! have_deps; then
+if ! have_python_deps; then
 	echo "install-test-deps: neither python3 on PATH nor /usr/bin/python3 can import zmq and msgpack after install" >&2
+	exit 1
+fi
+if ! have_sqlite3; then
+	echo "install-test-deps: sqlite3 is not on PATH after install" >&2
 	exit 1
 fi
