@@ -15,8 +15,9 @@ import (
 // Reader reads a recording. It opens the file read-only and may follow a
 // recording a live Writer still has open.
 type Reader struct {
-	db   *sql.DB
-	path string
+	db      *sql.DB
+	path    string
+	version int // the file's schema version
 }
 
 // Open opens a recording read-only and checks its schema version.
@@ -31,15 +32,15 @@ func Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %s: %w", path, err)
 	}
-	present, err := checkVersion(context.Background(), db, path)
-	if err == nil && !present {
+	version, err := checkVersion(context.Background(), db, path, oldestReadable)
+	if err == nil && version == 0 {
 		err = fmt.Errorf("recorder: %s: %w (no meta table)", path, errNotRecording)
 	}
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &Reader{db: db, path: path}, nil
+	return &Reader{db: db, path: path, version: version}, nil
 }
 
 // Close closes the file.
@@ -53,7 +54,12 @@ func (r *Reader) Runs() ([]RunInfo, error) {
 		return nil, r.errf("runs", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	rows, err := tx.QueryContext(ctx, `SELECT id, kind, config, scenario, seed, version, picker, started_at, ended_at FROM runs ORDER BY id`)
+	lastSeq := "last_seq"
+	if r.version < 2 {
+		lastSeq = "NULL" // version 1 has no last_seq
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, kind, config, scenario, seed, version, picker, started_at, ended_at, `+lastSeq+`
+		FROM runs ORDER BY id`)
 	if err != nil {
 		return nil, r.errf("runs", err)
 	}
@@ -65,10 +71,11 @@ func (r *Reader) Runs() ([]RunInfo, error) {
 		var seed int64
 		var started string
 		var ended sql.NullString
-		if err := rows.Scan(&ri.ID, &ri.Kind, &ri.Config, &ri.Scenario, &seed, &ri.Version, &ri.Picker, &started, &ended); err != nil {
+		var last sql.NullInt64
+		if err := rows.Scan(&ri.ID, &ri.Kind, &ri.Config, &ri.Scenario, &seed, &ri.Version, &ri.Picker, &started, &ended, &last); err != nil {
 			return nil, r.errf("runs", err)
 		}
-		ri.Seed = i2u(seed)
+		ri.Seed, ri.LastSeq = i2u(seed), i2u(last.Int64)
 		if ri.Start, err = time.Parse(time.RFC3339Nano, started); err != nil {
 			return nil, r.errf(fmt.Sprintf("run %d started_at", ri.ID), err)
 		}

@@ -10,6 +10,10 @@
 // tables of the run, in the order the caller handed records over; merging
 // the tables by seq recovers that order.
 //
+// Close writes the run's end marker (end time, last seq, drop counts); a
+// run without one, or with gaps in its seqs, is incomplete
+// (Reader.Integrity).
+//
 // Only the runs table holds wall-clock data (start and end of the run).
 // Record tables hold nothing but what the caller passed, so a simulated
 // run recorded twice with the same seed has identical record tables.
@@ -137,6 +141,11 @@ type RunInfo struct {
 	// EndedAt is zero when the writer was never closed (the process
 	// ended first): the run's tail may be missing and its drops unknown.
 	EndedAt time.Time
+	// LastSeq is the last seq the writer assigned, written by Close with
+	// EndedAt: the run holds the records 1 to LastSeq, less its drops. It
+	// is 0 when the run was not closed, or was recorded under schema
+	// version 1, whose end marker does not count records.
+	LastSeq uint64
 	// Dropped counts the records each table lost (only tables that lost
 	// some). A replay refuses a run with drops.
 	Dropped map[string]uint64

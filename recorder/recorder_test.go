@@ -227,6 +227,11 @@ func TestDropsCounted(t *testing.T) {
 	// The dropped records kept their seqs: the gap shows where they were.
 	entries := readEntries(t, path, w.RunID())
 	require.Equal(t, []uint64{1, 2}, []uint64{entries[0].Seq, entries[1].Seq})
+	in, err := r.Integrity(w.RunID())
+	require.NoError(t, err)
+	require.Equal(t, Integrity{RunID: w.RunID(), Closed: true, LastSeq: sent, Records: 2, Gaps: 1, Missing: sent - 2,
+		FirstGap: 3, Dropped: sent - 2}, in)
+	require.False(t, in.Complete())
 }
 
 func TestBlockLosesNothing(t *testing.T) {
@@ -298,13 +303,13 @@ func TestSchemaVersionRefused(t *testing.T) {
 	w := mustCreate(t, path, simRun(base), Options{})
 	_, err := w.Close()
 	require.NoError(t, err)
-	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '2' WHERE key = 'schema_version'`)
+	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '3' WHERE key = 'schema_version'`)
 	require.NoError(t, err)
 
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "2"`)
+	require.ErrorContains(t, err, `schema version "3"`)
 	_, err = Open(path)
-	require.ErrorContains(t, err, `schema version "2"`)
+	require.ErrorContains(t, err, `schema version "3"; this build reads versions 1 to 2`)
 }
 
 func TestOtherFilesRefused(t *testing.T) {

@@ -9,9 +9,18 @@ import (
 	"strings"
 )
 
-// SchemaVersion is the version of the recording schema this build reads
-// and writes. A file of another version is refused, never migrated.
-const SchemaVersion = 1
+// SchemaVersion is the version of the recording schema this build
+// writes. Create appends runs only to a file of this version; other
+// versions are refused, never migrated.
+//
+// Version 2 added runs.last_seq, the end marker's count of the records
+// the writer assigned. Version 1 recordings are still read: their runs end
+// with ended_at alone, so a missing tail of records cannot be detected in
+// them (Integrity.TailUnchecked).
+const SchemaVersion = 2
+
+// oldestReadable is the oldest schema version Open reads.
+const oldestReadable = 1
 
 // table is one record table; it indexes the written and dropped counters.
 type table uint8
@@ -55,7 +64,8 @@ var schema = []string{
 	picker     TEXT NOT NULL,
 	started_at TEXT NOT NULL,
 	ended_at   TEXT,
-	dropped    INTEGER
+	dropped    INTEGER,
+	last_seq   INTEGER
 )`,
 	`CREATE TABLE run_drops (
 	run_id  INTEGER NOT NULL REFERENCES runs (id),
@@ -199,28 +209,33 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// checkVersion reads the schema version of a recording. present is false
-// when the database has no meta table.
-func checkVersion(ctx context.Context, q querier, path string) (present bool, err error) {
+// checkVersion reads the schema version of a recording and checks that
+// it lies in [oldest, SchemaVersion]. It returns 0 when the database has
+// no meta table.
+func checkVersion(ctx context.Context, q querier, path string, oldest int) (version int, err error) {
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'`).Scan(&n); err != nil {
-		return false, fmt.Errorf("recorder: %s: %w", path, err)
+		return 0, fmt.Errorf("recorder: %s: %w", path, err)
 	}
 	if n == 0 {
-		return false, nil
+		return 0, nil
 	}
 	var v string
 	err = q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
-		return true, fmt.Errorf("recorder: %s: %w (meta has no schema_version)", path, errNotRecording)
+		return 0, fmt.Errorf("recorder: %s: %w (meta has no schema_version)", path, errNotRecording)
 	}
 	if err != nil {
-		return true, fmt.Errorf("recorder: %s: %w", path, err)
+		return 0, fmt.Errorf("recorder: %s: %w", path, err)
 	}
-	if got, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || got != SchemaVersion {
-		return true, fmt.Errorf("recorder: %s has schema version %q; this build reads and writes version %d only", path, v, SchemaVersion)
+	got, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || got < oldest || got > SchemaVersion {
+		if oldest == SchemaVersion {
+			return 0, fmt.Errorf("recorder: %s has schema version %q; this build writes version %d only (record to a new file)", path, v, SchemaVersion)
+		}
+		return 0, fmt.Errorf("recorder: %s has schema version %q; this build reads versions %d to %d", path, v, oldest, SchemaVersion)
 	}
-	return true, nil
+	return got, nil
 }
 
 // ensureSchema creates the schema in an empty database, or checks the
@@ -231,11 +246,11 @@ func ensureSchema(ctx context.Context, db *sql.DB, path string) error {
 		return fmt.Errorf("recorder: %s: %w", path, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	present, err := checkVersion(ctx, tx, path)
+	version, err := checkVersion(ctx, tx, path, SchemaVersion)
 	if err != nil {
 		return err
 	}
-	if present {
+	if version != 0 {
 		return nil
 	}
 	var objects int

@@ -392,7 +392,8 @@ func (w *Writer) Close() (Stats, error) {
 	return w.closeStats, w.closeErr
 }
 
-// finish writes the run's end (wall clock) and drop counts.
+// finish writes the run's end marker: its end (wall clock), its last seq
+// and its drop counts.
 func (w *Writer) finish(st Stats) error {
 	ctx := context.Background()
 	tx, err := w.db.BeginTx(ctx, nil)
@@ -411,8 +412,9 @@ func (w *Writer) finish(st Stats) error {
 			return fmt.Errorf("recorder: %s: ending run %d: %w", w.path, w.runID, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET ended_at = ?, dropped = ? WHERE id = ?`,
-		time.Now().UTC().Format(time.RFC3339Nano), u2i(total), w.runID); err != nil {
+	// Close has stopped record calls, so no seq follows this one.
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET ended_at = ?, dropped = ?, last_seq = ? WHERE id = ?`,
+		time.Now().UTC().Format(time.RFC3339Nano), u2i(total), u2i(w.seq.Load()), w.runID); err != nil {
 		return fmt.Errorf("recorder: %s: ending run %d: %w", w.path, w.runID, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,10 +18,11 @@ func init() { register(newReplayCmd) }
 
 func newReplayCmd() *cobra.Command {
 	var (
-		runID          int64
-		pickerName     string
-		counterfactual string
-		asJSON         bool
+		runID           int64
+		pickerName      string
+		counterfactual  string
+		asJSON          bool
+		allowIncomplete bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay RECORDING",
@@ -30,7 +32,10 @@ func newReplayCmd() *cobra.Command {
 			"selection is reproduced, and exits 0 only when all are; with --picker NAME it\n" +
 			"reports how often NAME agrees with the recorded decisions and where it diverges.\n" +
 			"--counterfactual NAME re-simulates the recorded workload under NAME with the fake\n" +
-			"fleet and compares the outcomes.",
+			"fleet and compares the outcomes.\n\n" +
+			"A recording that is incomplete (never closed, so without its end marker; with\n" +
+			"gaps in its sequence numbers; with dropped records) is refused with exit status 3:\n" +
+			"its replay would prove nothing. --allow-incomplete replays it anyway, with a warning.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rd, err := recorder.Open(args[0])
@@ -39,6 +44,23 @@ func newReplayCmd() *cobra.Command {
 			}
 			defer rd.Close()
 			out := cmd.OutOrStdout()
+			integrity, err := replay.Check(rd, runID)
+			if err != nil && !errors.Is(err, replay.ErrIncomplete) {
+				return &exitError{2, err}
+			}
+			if err != nil {
+				if !allowIncomplete {
+					return &exitError{3, fmt.Errorf("%s: run %d is incomplete; replay it anyway with --allow-incomplete\n%s",
+						args[0], integrity.RunID, strings.TrimSuffix(incompleteLines(integrity), "\n"))}
+				}
+				// The report goes on: the warning precedes it (on stderr
+				// when stdout carries JSON).
+				warn := out
+				if asJSON {
+					warn = cmd.ErrOrStderr()
+				}
+				fmt.Fprint(warn, incompleteLines(integrity))
+			}
 			if counterfactual != "" {
 				cf, err := replay.Counterfactual(rd, runID, counterfactual)
 				if err != nil {
@@ -50,7 +72,7 @@ func newReplayCmd() *cobra.Command {
 				cf.Print(out)
 				return nil
 			}
-			rep, err := replay.Run(rd, runID, pickerName)
+			rep, err := replay.RunWith(rd, runID, pickerName, replay.Options{AllowIncomplete: allowIncomplete})
 			if err != nil {
 				code := 2
 				if errors.Is(err, replay.ErrIncomplete) {
@@ -75,7 +97,18 @@ func newReplayCmd() *cobra.Command {
 	cmd.Flags().StringVar(&pickerName, "picker", "", "replay under this picker and report agreement")
 	cmd.Flags().StringVar(&counterfactual, "counterfactual", "", "re-simulate the recorded workload under this picker")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&allowIncomplete, "allow-incomplete", false,
+		"replay a recording without its end marker, with sequence gaps or drops (warned, not refused)")
 	return cmd
+}
+
+// incompleteLines is one warning line per problem of an incomplete run.
+func incompleteLines(in recorder.Integrity) string {
+	var b strings.Builder
+	for _, p := range in.Problems() {
+		fmt.Fprintf(&b, "recording incomplete: %s\n", p)
+	}
+	return b.String()
 }
 
 func writeJSON(out io.Writer, v any) error {
@@ -106,7 +139,10 @@ func printReplay(out io.Writer, r *replay.Report) {
 		fmt.Fprintf(out, "  seq %d at %v, request %d: recorded %s; replayed %s\n",
 			d.Seq, d.At.Round(time.Microsecond), d.RequestID, d.Recorded, d.Replayed)
 	}
-	if r.Exact() {
+	switch {
+	case r.Exact() && len(r.Incomplete) > 0:
+		fmt.Fprintln(out, "  every recorded selection reproduced, but the recording is incomplete (see above)")
+	case r.Exact():
 		fmt.Fprintln(out, "  every selection reproduced")
 	}
 }

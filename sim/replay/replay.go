@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -47,6 +48,11 @@ type Report struct {
 	KVResultMismatches   int          `json:"kv_result_mismatches"`
 	Inputs               int          `json:"inputs"`
 	Divergences          []Divergence `json:"divergences,omitempty"`
+	// Integrity is what the run's records say about their completeness;
+	// Incomplete lists its problems (a replay of an incomplete run is
+	// made only when Options.AllowIncomplete asks for one).
+	Integrity  recorder.Integrity `json:"integrity"`
+	Incomplete []string           `json:"incomplete,omitempty"`
 
 	// samePicker: reasons must match too; another picker is judged on
 	// its pins alone (its reasons are its own).
@@ -76,22 +82,52 @@ func (r *Report) Exact() bool {
 		r.KVResultMismatches == 0
 }
 
-// ErrIncomplete refuses recordings that dropped records: their inputs are
-// not all there, so a replay would prove nothing.
-var ErrIncomplete = errors.New("replay: the recording dropped records")
+// ErrIncomplete refuses recordings that do not hold every input of their
+// run (no end marker, sequence gaps, drops): a replay of them would prove
+// nothing.
+var ErrIncomplete = errors.New("replay: the recording is incomplete")
 
-// Run replays run runID of rd under pickerName ("" = the recorded picker).
+// Options tune a replay.
+type Options struct {
+	// AllowIncomplete replays an incomplete run instead of refusing it;
+	// the report still lists what is missing.
+	AllowIncomplete bool
+}
+
+// Run replays run runID of rd under pickerName ("" = the recorded picker),
+// refusing an incomplete run.
 func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
+	return RunWith(rd, runID, pickerName, Options{})
+}
+
+// Check reads the integrity of run runID (0 = the last run) and returns
+// an error wrapping ErrIncomplete, naming every problem, when the run is
+// incomplete.
+func Check(rd *recorder.Reader, runID int64) (recorder.Integrity, error) {
+	info, err := findRun(rd, runID)
+	if err != nil {
+		return recorder.Integrity{}, err
+	}
+	in, err := rd.Integrity(info.ID)
+	if err != nil {
+		return recorder.Integrity{}, err
+	}
+	if !in.Complete() {
+		return in, fmt.Errorf("%w: run %d: %s", ErrIncomplete, info.ID, strings.Join(in.Problems(), "; "))
+	}
+	return in, nil
+}
+
+// RunWith replays run runID of rd under pickerName ("" = the recorded
+// picker).
+func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) (*Report, error) {
 	info, err := findRun(rd, runID)
 	if err != nil {
 		return nil, err
 	}
-	var dropped uint64
-	for _, n := range info.Dropped {
-		dropped += n
-	}
-	if dropped > 0 {
-		return nil, fmt.Errorf("%w: %d records of run %d were dropped while recording", ErrIncomplete, dropped, runID)
+	integrity, err := Check(rd, info.ID)
+	if err != nil && (!errors.Is(err, ErrIncomplete) || !opts.AllowIncomplete) {
+		return nil, err
 	}
 	if pickerName == "" {
 		pickerName = info.Picker
@@ -112,7 +148,7 @@ func Run(rd *recorder.Reader, runID int64, pickerName string) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{RunID: runID, Kind: info.Kind, Recorded: info.Picker, Picker: pickerName,
-		samePicker: pickerName == info.Picker}
+		Integrity: integrity, Incomplete: integrity.Problems(), samePicker: pickerName == info.Picker}
 	pending := map[uint64]pick{}
 	var start time.Time
 	rep.RunID = info.ID

@@ -93,37 +93,102 @@ func TestAnotherPickerIsJudgedOnItsPins(t *testing.T) {
 	}
 }
 
-func TestReplayNoticesAnAlteredRecording(t *testing.T) {
-	path := record(t, scenarioYAML)
+func execSQL(t *testing.T, path, query string) {
+	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Lose a stretch of load samples: the replayed core sees other loads.
-	if _, err := db.Exec(`DELETE FROM load_messages WHERE seq IN (SELECT seq FROM load_messages WHERE kind = 'message' ORDER BY seq LIMIT 300 OFFSET 200)`); err != nil {
+	defer db.Close()
+	if _, err := db.Exec(query); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
-	rep, err := Run(open(t, path), 0, "")
+}
+
+func TestReplayRefusesARecordingWithGapsUnlessAllowed(t *testing.T) {
+	path := record(t, scenarioYAML)
+	// Lose a stretch of load samples: the replayed core sees other loads.
+	execSQL(t, path, `DELETE FROM load_messages WHERE seq IN (SELECT seq FROM load_messages WHERE kind = 'message' ORDER BY seq LIMIT 300 OFFSET 200)`)
+	_, err := Run(open(t, path), 0, "")
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "sequence gaps (first at seq") {
+		t.Fatalf("err = %v, want ErrIncomplete naming the gaps", err)
+	}
+	rep, err := RunWith(open(t, path), 0, "", Options{AllowIncomplete: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Exact() {
 		t.Fatalf("a recording missing 300 load samples replayed exactly: %+v", rep)
 	}
+	if rep.Integrity.Missing != 300 || len(rep.Incomplete) != 1 {
+		t.Fatalf("integrity %+v, problems %q", rep.Integrity, rep.Incomplete)
+	}
+}
+
+// A run whose writer was never closed, as a killed process leaves it:
+// every record it was given is in the file, but nothing says the run
+// ended there.
+func TestReplayRefusesARecordingNeverClosedUnlessAllowed(t *testing.T) {
+	closed := open(t, record(t, scenarioYAML))
+	want, err := closed.Integrity(1)
+	if err != nil || !want.Complete() || want.LastSeq == 0 {
+		t.Fatalf("closed recording: %+v, %v", want, err)
+	}
+
+	sc, err := sim.ParseScenario([]byte(scenarioYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "killed.db")
+	w, err := recorder.Create(path, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Picker: sc.Picker, Start: time.Now()},
+		recorder.Options{Block: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = w.Close() })
+	r, err := sim.New(sc, sim.Options{Tap: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	// The same scenario records the same records: wait until all are
+	// committed, so only the missing end marker tells the runs apart.
+	deadline := time.Now().Add(30 * time.Second)
+	for written(w) != want.LastSeq {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records written", written(w), want.LastSeq)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	rd := open(t, path)
+	_, err = Run(rd, 0, "")
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "no end marker") {
+		t.Fatalf("err = %v, want ErrIncomplete naming the missing end marker", err)
+	}
+	rep, err := RunWith(rd, 0, "", Options{AllowIncomplete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() || rep.Selections != 400 || rep.Integrity.Closed || len(rep.Incomplete) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func written(w *recorder.Writer) uint64 {
+	var n uint64
+	for _, c := range w.Stats().Written {
+		n += c
+	}
+	return n
 }
 
 func TestRecordingsWithDropsAreRefused(t *testing.T) {
 	path := record(t, scenarioYAML)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO run_drops (run_id, tbl, dropped) VALUES (1, 'load_messages', 3)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	if _, err := Run(open(t, path), 0, ""); !errors.Is(err, ErrIncomplete) {
+	execSQL(t, path, `INSERT INTO run_drops (run_id, tbl, dropped) VALUES (1, 'load_messages', 3)`)
+	if _, err := Run(open(t, path), 0, ""); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "3 records dropped") {
 		t.Fatalf("err = %v, want ErrIncomplete", err)
 	}
 }
