@@ -375,3 +375,62 @@ func TestEmptyComparison(t *testing.T) {
 		t.Errorf("pickers = %v", got["pickers"])
 	}
 }
+
+func TestSummaryJSONCarriesTheFleetConfig(t *testing.T) {
+	threshold := 0.7
+	setup := &Setup{
+		Workers: []WorkerGroup{{Role: "prefill", Count: 2, DPSize: 1, BlockSize: 64, TotalKVBlocks: 4096, MaxNumBatchedTokens: 8192,
+			MaxNumSeqs: 256, ContextLength: 131072, SpeedupRatio: 1, KVTransferBandwidth: 2e10, KVBytesPerBlock: 2 << 20},
+			{Role: "decode", Count: 3, DPSize: 2, BlockSize: 16, TotalKVBlocks: 1024, LoadFields: []string{"active_decode_blocks"}}},
+		Network: Network{LoadDelay: 250 * time.Microsecond, LoadJitter: 2 * time.Millisecond, LoadLoss: 0.02, LeaseTTL: 10 * time.Second},
+		Router:  Router{MaxStaleness: time.Second, KV: KVSettings{OverlapScoreCredit: 1, PrefillLoadScale: 1, DecodeBusyThreshold: &threshold}},
+	}
+	c := Comparison{Fleet: setup.Describe(), Setup: setup, Seed: 7, SeedSource: "scenario file", Pickers: []Run{{Name: "kv"}}}
+	js, err := SummaryJSON(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		SeedSource  string `json:"seed_source"`
+		FleetConfig struct {
+			Workers []map[string]any `json:"workers"`
+			Network map[string]any   `json:"network"`
+			Router  struct {
+				MaxStalenessMs float64        `json:"max_staleness_ms"`
+				KV             map[string]any `json:"kv"`
+			} `json:"router"`
+		} `json:"fleet_config"`
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	fc := got.FleetConfig
+	if got.SeedSource != "scenario file" || len(fc.Workers) != 2 || fc.Workers[0]["role"] != "prefill" || fc.Workers[0]["total_kv_blocks"] != 4096.0 ||
+		fc.Workers[0]["kv_transfer_bandwidth"] != 2e10 || fc.Workers[1]["dp_size"] != 2.0 || fc.Workers[1]["block_size"] != 16.0 {
+		t.Errorf("workers %v (seed source %q)", fc.Workers, got.SeedSource)
+	}
+	if fc.Network["load_delay_ms"] != 0.25 || fc.Network["load_jitter_ms"] != 2.0 || fc.Network["load_loss"] != 0.02 || fc.Network["lease_ttl_ms"] != 10000.0 {
+		t.Errorf("network %v", fc.Network)
+	}
+	if fc.Router.MaxStalenessMs != 1000 || fc.Router.KV["decode_busy_check"] != true || fc.Router.KV["decode_busy_threshold"] != 0.7 {
+		t.Errorf("router %+v", fc.Router)
+	}
+	// Fixed key order: fleet_config follows fleet, seed_source follows seed.
+	s := string(js)
+	if !(strings.Index(s, `"fleet"`) < strings.Index(s, `"fleet_config"`) && strings.Index(s, `"fleet_config"`) < strings.Index(s, `"seed"`) &&
+		strings.Index(s, `"seed"`) < strings.Index(s, `"seed_source"`)) {
+		t.Errorf("key order:\n%s", s)
+	}
+	if !strings.Contains(c.Fleet, "2 prefill (4096 KV blocks × 64 tokens)") || !strings.Contains(c.Fleet, "dp 2") || !strings.Contains(c.Fleet, "loss 0.02") {
+		t.Errorf("description %q", c.Fleet)
+	}
+
+	// A comparison without a setup still has every key, never null.
+	js, err = SummaryJSON(Comparison{Pickers: []Run{{Name: "kv"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"workers": []`) || strings.Contains(string(js), "null") {
+		t.Errorf("without a setup:\n%s", js)
+	}
+}
