@@ -46,7 +46,12 @@ type LineChart struct {
 	Lines                 []Line
 	LogX                  bool    // log-scale X (points with X <= 0 are drawn at the axis minimum)
 	YMax                  float64 // fixed upper Y bound; 0 = from the data
-	Width, Height         int     // 0 = defaults
+	// XMax cuts a linear X axis at this value (rounded up to a tick): lines end at the plot's
+	// right edge, so a long tail does not squash the rest of the chart. 0 = from the data.
+	XMax float64
+	// XFromData starts a linear X axis near the smallest value instead of at 0.
+	XFromData     bool
+	Width, Height int // 0 = defaults
 }
 
 // esc escapes text for HTML and XML alike (only &lt; &gt; &amp; &#39; &#34; are produced).
@@ -232,6 +237,9 @@ func (c LineChart) SVG() string {
 			}
 			hasData = true
 			xmin, xmax, ymax = math.Min(xmin, p.X), math.Max(xmax, p.X), math.Max(ymax, p.Y)
+			if c.XMax > 0 && !c.LogX {
+				xmax = math.Min(xmax, c.XMax)
+			}
 			if p.X > 0 {
 				minPos = math.Min(minPos, p.X)
 			}
@@ -262,7 +270,11 @@ func (c LineChart) SVG() string {
 	if logX {
 		xt, xlo, xhi = LogTicks(minPos, math.Max(xmax, minPos))
 	} else {
-		xt, xlo, xhi = NiceTicks(math.Min(0, xmin), xmax, 6)
+		lo := math.Min(0, xmin)
+		if c.XFromData {
+			lo = xmin
+		}
+		xt, xlo, xhi = NiceTicks(lo, xmax, 6)
 		if len(xt) > 1 {
 			xstep = xt[1] - xt[0]
 		}
@@ -342,10 +354,23 @@ func (c LineChart) SVG() string {
 	for _, l := range c.Lines {
 		var pts strings.Builder
 		prevY, have := 0.0, false
+		var prev stats.Point
 		for _, p := range l.Points {
 			if !finite(p.X) || !finite(p.Y) {
 				continue
 			}
+			if !logX && p.X > xhi {
+				// Cut at the right edge: a step holds its value there, a line is interpolated.
+				if have && prev.X < xhi {
+					edgeY := prev.Y
+					if !l.Step && p.X > prev.X {
+						edgeY = prev.Y + (p.Y-prev.Y)*(xhi-prev.X)/(p.X-prev.X)
+					}
+					fmt.Fprintf(&pts, "%s,%s ", num(sx(xhi)), num(sy(math.Max(math.Min(edgeY, yhi), ylo))))
+				}
+				break
+			}
+			prev = p
 			x, y := sx(p.X), sy(math.Max(math.Min(p.Y, yhi), ylo))
 			if !finite(x) || !finite(y) {
 				continue
@@ -476,14 +501,53 @@ func (c BarChart) color(i int) string {
 
 // Heatmap draws one row per series of step functions over [0, XMax], each cell coloured by the
 // time-weighted mean of the row's value over the cell (0 before its first point), on a scale
-// from white to Color at the largest cell value.
+// from white at 0 to Color at Max, drawn as a legend.
 type Heatmap struct {
 	Title, XLabel string
 	Rows          []HeatRow
 	Color         string
 	XMax          float64 // 0 = the last point's X
-	Columns       int     // 0 = 120
-	Width         int
+	// Max is the value drawn in full colour; larger cells are drawn full too. Heatmaps meant to
+	// be compared share one Max (HeatmapMax). 0 = this heatmap's largest cell.
+	Max     float64
+	Unit    string // what a cell's value is, for the legend
+	Columns int    // 0 = 120
+	Width   int
+}
+
+// HeatmapMax is the largest cell of any of the heatmaps, each on its own rows, X range and
+// columns: the Max that puts them on one colour scale.
+func HeatmapMax(maps ...Heatmap) float64 {
+	peak := 0.0
+	for _, m := range maps {
+		xmax, cols := m.extent()
+		if !(xmax > 0) || !finite(xmax) {
+			continue
+		}
+		for _, r := range m.Rows {
+			for _, v := range stepMeans(r.Points, xmax, cols) {
+				peak = math.Max(peak, v)
+			}
+		}
+	}
+	return peak
+}
+
+// extent is the X range and the number of columns the heatmap is drawn with.
+func (c Heatmap) extent() (xmax float64, cols int) {
+	cols = c.Columns
+	if cols <= 0 {
+		cols = 120
+	}
+	xmax = c.XMax
+	for _, r := range c.Rows {
+		if c.XMax <= 0 && len(r.Points) > 0 {
+			if x := r.Points[len(r.Points)-1].X; finite(x) {
+				xmax = math.Max(xmax, x)
+			}
+		}
+	}
+	return xmax, cols
 }
 
 // HeatRow is one row of a heatmap: a step series (X non-decreasing).
@@ -498,19 +562,10 @@ func (c Heatmap) SVG() string {
 	if w <= 0 {
 		w = chartW
 	}
-	cols := c.Columns
-	if cols <= 0 {
-		cols = 120
-	}
-	xmax := c.XMax
+	xmax, cols := c.extent()
 	maxLabel := 0
 	for _, r := range c.Rows {
 		maxLabel = max(maxLabel, len([]rune(r.Label)))
-		if c.XMax <= 0 && len(r.Points) > 0 {
-			if x := r.Points[len(r.Points)-1].X; finite(x) {
-				xmax = math.Max(xmax, x)
-			}
-		}
 	}
 	var b strings.Builder
 	if len(c.Rows) == 0 || !(xmax > 0) || !finite(xmax) {
@@ -526,14 +581,17 @@ func (c Heatmap) SVG() string {
 			peak = math.Max(peak, v)
 		}
 	}
+	if c.Max > 0 && finite(c.Max) {
+		peak = c.Max
+	}
 	rowH := math.Max(4, math.Min(16, 320/float64(len(c.Rows))))
-	top := float64(titleH + 18)
+	top := float64(titleH + 22)
 	left := math.Min(math.Max(60, charW*float64(maxLabel)+14), float64(w)/3)
 	right := float64(w - padRight)
 	bottom := top + rowH*float64(len(c.Rows))
 	h := int(math.Ceil(bottom + padBottom))
 	svgOpen(&b, w, h, c.Title)
-	fmt.Fprintf(&b, `<text class="tick" x="8" y="%d">colour: mean active blocks per cell, white = 0, full = %s</text>`, titleH+10, esc(strconv.FormatFloat(math.Round(peak), 'f', 0, 64)))
+	heatLegend(&b, c.Color, peak, c.Unit, float64(titleH))
 	cw := (right - left) / float64(cols)
 	b.WriteString(`<g class="cells">`)
 	for i, r := range c.Rows {
@@ -544,7 +602,7 @@ func (c Heatmap) SVG() string {
 		for j, v := range cells[i] {
 			op := 0.0
 			if peak > 0 {
-				op = v / peak
+				op = math.Min(v/peak, 1)
 			}
 			fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" fill="%s" fill-opacity="%s"/>`,
 				num(left+float64(j)*cw), num(y), num(cw+0.3), num(rowH-0.5), esc(c.Color), strconv.FormatFloat(math.Round(op*100)/100, 'f', -1, 64))
@@ -567,6 +625,23 @@ func (c Heatmap) SVG() string {
 	fmt.Fprintf(&b, `<text class="label" x="%s" y="%d" text-anchor="middle">%s</text>`, num((left+right)/2), h-8, esc(c.XLabel))
 	b.WriteString(`</g></svg>`)
 	return b.String()
+}
+
+// heatLegend draws the colour scale: a ramp from white (0) to color (peak), labelled.
+func heatLegend(b *strings.Builder, color string, peak float64, unit string, y float64) {
+	const steps, stepW = 10, 14.0
+	fmt.Fprintf(b, `<g class="legend scale" data-max="%s">`, strconv.FormatFloat(peak, 'f', -1, 64))
+	fmt.Fprintf(b, `<text class="tick" x="8" y="%s">0</text>`, num(y+9))
+	for i := range steps {
+		op := float64(i+1) / steps
+		fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="10" fill="%s" fill-opacity="%s" stroke="#d0d7de" stroke-width="0.5"/>`,
+			num(18+float64(i)*stepW), num(y), num(stepW), esc(color), strconv.FormatFloat(op, 'f', -1, 64))
+	}
+	text := strconv.FormatFloat(math.Round(peak), 'f', 0, 64)
+	if unit != "" {
+		text += " " + unit
+	}
+	fmt.Fprintf(b, `<text class="tick" x="%s" y="%s">%s</text></g>`, num(22+steps*stepW), num(y+9), esc(text))
 }
 
 // stepMeans integrates a step series over cols equal cells of [0, xmax] and returns each cell's

@@ -228,7 +228,7 @@ func TestHeatmap(t *testing.T) {
 	s := Heatmap{Title: "h", Rows: rows, Color: "#4e79a7", Columns: 10}.SVG()
 	wellFormed(t, s)
 	noNaN(t, s)
-	if n := strings.Count(s, `fill-opacity="1"`); n != 10 {
+	if n := strings.Count(s, `fill-opacity="1"/>`); n != 10 {
 		t.Errorf("%d full cells, want 10", n)
 	}
 	if n := strings.Count(s, `fill-opacity="0"`); n != 10 {
@@ -241,5 +241,87 @@ func TestHeatmap(t *testing.T) {
 	wellFormed(t, empty)
 	if !strings.Contains(empty, "no data") {
 		t.Error("empty heatmap has no note")
+	}
+}
+
+func TestLineChartXMaxCutsTheTail(t *testing.T) {
+	// A CDF whose last point is far out: cut at 10, the line ends at the right edge, interpolated.
+	pts := []stats.Point{{X: 2, Y: 0.1}, {X: 6, Y: 0.5}, {X: 8, Y: 0.9}, {X: 208, Y: 1}}
+	full := LineChart{Lines: []Line{{Name: "a", Points: pts}}}.SVG()
+	cut := LineChart{XMax: 10, Lines: []Line{{Name: "a", Points: pts}}}.SVG()
+	wellFormed(t, cut)
+	noNaN(t, cut)
+	if strings.Contains(cut, ">200<") || !strings.Contains(full, ">200<") {
+		t.Errorf("the cut axis still reaches the tail")
+	}
+	got := pointsOf(t, cut)
+	if len(got) != 4 {
+		t.Fatalf("cut line %v, want 3 points and the edge", got)
+	}
+	x := func(p string) float64 { v, _ := strconv.ParseFloat(p[:strings.IndexByte(p, ',')], 64); return v }
+	y := func(p string) float64 { v, _ := strconv.ParseFloat(p[strings.IndexByte(p, ',')+1:], 64); return v }
+	if edge := float64(chartW - padRight); x(got[3]) != edge {
+		t.Errorf("the line ends at x=%v, want the plot's right edge %v", x(got[3]), edge)
+	}
+	// Interpolated between (8, 0.9) and (208, 1) at x=10: 0.901, just above the third point.
+	if !(y(got[3]) <= y(got[2]) && y(got[2])-y(got[3]) < 1) {
+		t.Errorf("edge point %v after %v: not interpolated", got[3], got[2])
+	}
+	// XFromData starts the axis near the smallest value instead of 0.
+	from := LineChart{XMax: 10, XFromData: true, Lines: []Line{{Name: "a", Points: pts}}}.SVG()
+	if strings.Contains(from, `text-anchor="middle">0</text>`) || !strings.Contains(full, `text-anchor="middle">0</text>`) {
+		t.Error("XFromData axis still starts at 0")
+	}
+}
+
+func TestLoadSpread(t *testing.T) {
+	even := []stats.WorkerLoad{
+		{Worker: "a", Points: []stats.Point{{X: 0, Y: 10}, {X: 10, Y: 10}}},
+		{Worker: "b", Points: []stats.Point{{X: 0, Y: 10}, {X: 10, Y: 10}}},
+	}
+	pts, mean := LoadSpread(even, 10, 5)
+	if len(pts) != 5 || mean != 0 || pts[0].X != 1 || pts[4].X != 9 {
+		t.Errorf("even load: %v mean %v", pts, mean)
+	}
+	// a holds 30 and b 10 throughout: mean 20, standard deviation 10.
+	uneven := []stats.WorkerLoad{
+		{Worker: "a", Points: []stats.Point{{X: 0, Y: 30}}},
+		{Worker: "b", Points: []stats.Point{{X: 0, Y: 10}}},
+	}
+	if pts, mean := LoadSpread(uneven, 10, 2); len(pts) != 2 || mean != 0.5 || pts[0].Y != 0.5 {
+		t.Errorf("uneven load: %v mean %v", pts, mean)
+	}
+	// Idle windows are left out; nothing at all gives no points.
+	late := []stats.WorkerLoad{{Worker: "a", Points: []stats.Point{{X: 5, Y: 4}}}, {Worker: "b"}}
+	if pts, _ := LoadSpread(late, 10, 2); len(pts) != 1 || pts[0].X != 7.5 || pts[0].Y != 1 {
+		t.Errorf("late load: %v", pts)
+	}
+	if pts, mean := LoadSpread(nil, 10, 4); pts != nil || mean != 0 {
+		t.Errorf("no workers: %v %v", pts, mean)
+	}
+	if pts, _ := LoadSpread(even, math.NaN(), 4); pts != nil {
+		t.Errorf("NaN end: %v", pts)
+	}
+}
+
+func TestHeatmapsShareAScale(t *testing.T) {
+	low := Heatmap{Title: "low", Color: "#4e79a7", XMax: 10, Columns: 10, Rows: []HeatRow{{Label: "w", Points: []stats.Point{{X: 0, Y: 5}}}}}
+	high := Heatmap{Title: "high", Color: "#f28e2b", XMax: 10, Columns: 10, Rows: []HeatRow{{Label: "w", Points: []stats.Point{{X: 0, Y: 20}}}}}
+	if m := HeatmapMax(low, high); m != 20 {
+		t.Fatalf("shared max %v, want 20", m)
+	}
+	low.Max, high.Max = 20, 20
+	ls, hs := low.SVG(), high.SVG()
+	wellFormed(t, ls)
+	if n := strings.Count(ls, `fill-opacity="0.25"/>`); n != 10 {
+		t.Errorf("5 of 20: %d quarter-filled cells, want 10", n)
+	}
+	if n := strings.Count(hs, `fill-opacity="1"/>`); n != 10 {
+		t.Errorf("20 of 20: %d full cells, want 10", n)
+	}
+	for _, s := range []string{ls, hs} {
+		if !strings.Contains(s, `data-max="20"`) || !strings.Contains(s, ">20</text>") {
+			t.Errorf("legend does not show the shared max: %s", s)
+		}
 	}
 }

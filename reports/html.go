@@ -11,13 +11,21 @@ import (
 	"switchyard/sim/stats"
 )
 
-// maxWorkerLines is the most workers a per-picker load chart draws as lines; more become a heatmap.
-const maxWorkerLines = 8
+// spreadWindows is how many equal windows of the run the load-spread chart averages each
+// worker's load over: few enough that a window's mean is steady, enough to show a trend.
+const spreadWindows = 40
+
+// tailCut: a linear latency axis whose largest value exceeds tailCut times the largest p99 ends
+// at tailShown times that p99, so the tail of a few requests does not squash every curve.
+const (
+	tailCut   = 2.0
+	tailShown = 1.2
+)
 
 // The stylesheet avoids '<', '>' and '&' so the page stays well-formed XML as well as HTML.
 const css = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:#1f2328;background:#f6f8fa;margin:0}
-main{max-width:1340px;margin:0 auto;padding:24px 28px 48px}
+main{box-sizing:border-box;max-width:1360px;margin:0 auto;padding:24px 28px 48px}
 h1{font-size:23px;margin:0 0 6px}
 h2{font-size:17px;margin:32px 0 6px;padding-bottom:4px;border-bottom:1px solid #d0d7de}
 p.note{color:#57606a;margin:4px 0 12px;max-width:900px}
@@ -26,7 +34,7 @@ p.note{color:#57606a;margin:4px 0 12px;max-width:900px}
 .meta b{color:#1f2328;font-weight:600}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;background:#fff;border:1px solid #d0d7de;font-variant-numeric:tabular-nums}
-th,td{padding:5px 10px;border-bottom:1px solid #eaeef2;text-align:right;white-space:nowrap}
+th,td{padding:5px 8px;border-bottom:1px solid #eaeef2;text-align:right;white-space:nowrap}
 thead th{background:#f0f3f6;font-weight:600;border-bottom:1px solid #d0d7de}
 thead tr.group th{text-align:center;border-bottom:none;color:#57606a;font-weight:500}
 th.name,td.name{text-align:left}
@@ -76,18 +84,20 @@ func HTML(c Comparison) []byte {
 	b.WriteString("<h2 id=\"latency\">Latency</h2>\n<p class=\"note\">Empirical CDFs over completed requests: the share of requests (y) at or below each latency (x). Further left is faster.</p>\n<div class=\"charts\">\n")
 	for _, m := range []struct {
 		title string
-		pick  func(stats.Series) []stats.Point
+		pick  func(stats.Summary) ([]stats.Point, stats.Percentiles)
 	}{
-		{"Time to first token", func(s stats.Series) []stats.Point { return s.TTFT }},
-		{"Inter-token latency (per-request mean)", func(s stats.Series) []stats.Point { return s.ITL }},
-		{"End-to-end latency", func(s stats.Series) []stats.Point { return s.E2E }},
+		{"Time to first token", func(s stats.Summary) ([]stats.Point, stats.Percentiles) { return s.Series.TTFT, s.TTFT }},
+		{"Inter-token latency (per-request mean)", func(s stats.Summary) ([]stats.Point, stats.Percentiles) { return s.Series.ITL, s.ITL }},
+		{"End-to-end latency", func(s stats.Summary) ([]stats.Point, stats.Percentiles) { return s.Series.E2E, s.E2E }},
 	} {
 		lines := make([]Line, len(c.Pickers))
+		p99 := 0.0
 		for i, r := range c.Pickers {
-			lines[i] = Line{Name: r.Name, Color: colors[i], Points: m.pick(r.Summary.Series)}
+			pts, pct := m.pick(r.Summary)
+			lines[i] = Line{Name: r.Name, Color: colors[i], Points: pts}
+			p99 = math.Max(p99, pct.P99)
 		}
-		ch := LineChart{Title: m.title, XLabel: "latency (ms)", YLabel: "fraction of requests", Lines: lines, YMax: 1, LogX: wideRange(lines)}
-		b.WriteString(ch.SVG())
+		b.WriteString(cdfChart(m.title, lines, p99).SVG())
 		b.WriteString("\n")
 	}
 	b.WriteString("</div>\n")
@@ -96,15 +106,12 @@ func HTML(c Comparison) []byte {
 	b.WriteString(hitChart(c, colors).SVG())
 	b.WriteString("\n</div>\n")
 
-	b.WriteString("<h2 id=\"load\">Load</h2>\n<p class=\"note\">Imbalance is the busiest worker's active KV blocks over the mean across workers (1 = perfectly even). Below, each picker's active KV blocks per worker.</p>\n<div class=\"charts\">\n")
-	imb := make([]Line, len(c.Pickers))
-	for i, r := range c.Pickers {
-		imb[i] = Line{Name: r.Name, Color: colors[i], Points: r.Summary.Series.Imbalance, Step: true}
-	}
-	b.WriteString(LineChart{Title: "Imbalance over time (max / mean active blocks)", XLabel: "time (s)", YLabel: "max / mean", Lines: imb}.SVG())
+	b.WriteString("<h2 id=\"load\">Load</h2>\n<p class=\"note\">How unevenly each picker spreads active KV blocks over the workers: the coefficient of variation (standard deviation over mean) of the workers' mean load in each of " +
+		strconv.Itoa(spreadWindows) + " equal windows of the run; 0 is perfectly even, lower is better. Below, each picker's active KV blocks per worker, every heatmap on the same colour scale.</p>\n<div class=\"charts\">\n")
+	b.WriteString(spreadChart(c, colors).SVG())
 	b.WriteString("\n")
-	for i, r := range c.Pickers {
-		b.WriteString(workerChart(r, colors[i]))
+	for _, h := range workerHeatmaps(c, colors) {
+		b.WriteString(h.SVG())
 		b.WriteString("\n")
 	}
 	b.WriteString("</div>\n")
@@ -130,6 +137,115 @@ func wideRange(lines []Line) bool {
 		}
 	}
 	return finite(lo) && hi/lo >= 100
+}
+
+// cdfChart is a latency CDF: on a log axis when the values span two decades, else on a linear
+// axis cut short of a long tail (at tailShown × the largest p99 when the largest value exceeds
+// tailCut × it).
+func cdfChart(title string, lines []Line, p99 float64) LineChart {
+	ch := LineChart{Title: title, XLabel: "latency (ms)", YLabel: "fraction of requests", Lines: lines, YMax: 1, LogX: wideRange(lines)}
+	if ch.LogX || !(p99 > 0) {
+		return ch
+	}
+	if hi := maxX(lines); hi > tailCut*p99 {
+		ch.XMax, ch.XFromData = tailShown*p99, true
+		ch.XLabel = "latency (ms), cut at " + strconv.FormatFloat(tailShown, 'f', -1, 64) + " × the largest p99"
+	}
+	return ch
+}
+
+func maxX(lines []Line) float64 {
+	hi := 0.0
+	for _, l := range lines {
+		for _, p := range l.Points {
+			if finite(p.X) {
+				hi = math.Max(hi, p.X)
+			}
+		}
+	}
+	return hi
+}
+
+// runEnd is the latest time any picker's load series reaches: the common X range of the load
+// charts.
+func runEnd(c Comparison) float64 {
+	end := 0.0
+	for _, r := range c.Pickers {
+		end = math.Max(end, r.Summary.DurationS)
+		for _, l := range r.Summary.Series.Load {
+			if n := len(l.Points); n > 0 && finite(l.Points[n-1].X) {
+				end = math.Max(end, l.Points[n-1].X)
+			}
+		}
+	}
+	return end
+}
+
+// spreadChart draws each picker's load spread over the run, its mean in the legend.
+func spreadChart(c Comparison, colors []string) LineChart {
+	end := runEnd(c)
+	lines := make([]Line, len(c.Pickers))
+	for i, r := range c.Pickers {
+		pts, mean := LoadSpread(r.Summary.Series.Load, end, spreadWindows)
+		lines[i] = Line{Name: fmt.Sprintf("%s (mean %.2f)", r.Name, mean), Color: colors[i], Points: pts}
+	}
+	return LineChart{Title: "Load spread over workers (coefficient of variation per window)", XLabel: "time (s)", YLabel: "std / mean", Lines: lines, Width: 980}
+}
+
+// LoadSpread is the coefficient of variation across workers of their mean active blocks in each
+// of windows equal windows of [0, end]: X the window's middle, Y the population standard
+// deviation over the mean. Windows where no worker holds a block are left out, and mean is the
+// average over the windows kept (0 without any).
+func LoadSpread(loads []stats.WorkerLoad, end float64, windows int) (pts []stats.Point, mean float64) {
+	if len(loads) == 0 || !(end > 0) || !finite(end) || windows < 1 {
+		return nil, 0
+	}
+	perWorker := make([][]float64, len(loads))
+	for i, l := range loads {
+		perWorker[i] = stepMeans(l.Points, end, windows)
+	}
+	n := float64(len(loads))
+	for w := range windows {
+		sum, sq := 0.0, 0.0
+		for _, cells := range perWorker {
+			sum += cells[w]
+			sq += cells[w] * cells[w]
+		}
+		avg := sum / n
+		if !(avg > 0) || !finite(avg) {
+			continue
+		}
+		cv := math.Sqrt(math.Max(sq/n-avg*avg, 0)) / avg
+		if !finite(cv) {
+			continue
+		}
+		pts = append(pts, stats.Point{X: (float64(w) + 0.5) * end / float64(windows), Y: cv})
+		mean += cv
+	}
+	if len(pts) > 0 {
+		mean /= float64(len(pts))
+	}
+	return pts, mean
+}
+
+// workerHeatmaps are each picker's active KV blocks per worker over the same time range and on
+// one colour scale, so the pickers compare at a glance.
+func workerHeatmaps(c Comparison, colors []string) []Heatmap {
+	end := runEnd(c)
+	maps := make([]Heatmap, len(c.Pickers))
+	for i, r := range c.Pickers {
+		rows := make([]HeatRow, len(r.Summary.Series.Load))
+		for j, l := range r.Summary.Series.Load {
+			rows[j] = HeatRow{Label: l.Worker, Points: l.Points}
+		}
+		maps[i] = Heatmap{Title: r.Name + ": active KV blocks per worker", XLabel: "time (s)", Rows: rows, Color: colors[i],
+			XMax: end, Unit: "active KV blocks (mean per cell)"}
+	}
+	shared := HeatmapMax(maps...)
+	for i := range maps {
+		maps[i].Max = shared
+	}
+	return maps
 }
 
 func hitChart(c Comparison, colors []string) LineChart {
@@ -161,23 +277,6 @@ func hitChart(c Comparison, colors []string) LineChart {
 		}
 	}
 	return LineChart{Title: "Hit ratio over time (cumulative)", XLabel: "arrival time (s)", YLabel: "hit ratio", Lines: lines, YMax: 1, Width: 980}
-}
-
-func workerChart(r Run, color string) string {
-	loads := r.Summary.Series.Load
-	title := r.Name + ": active KV blocks per worker"
-	if len(loads) > maxWorkerLines {
-		rows := make([]HeatRow, len(loads))
-		for i, l := range loads {
-			rows[i] = HeatRow{Label: l.Worker, Points: l.Points}
-		}
-		return Heatmap{Title: title, XLabel: "time (s)", Rows: rows, Color: color, XMax: r.Summary.DurationS}.SVG()
-	}
-	lines := make([]Line, len(loads))
-	for i, l := range loads {
-		lines[i] = Line{Name: l.Worker, Color: Color(i), Points: l.Points, Step: true}
-	}
-	return LineChart{Title: title, XLabel: "time (s)", YLabel: "active blocks", Lines: lines}.SVG()
 }
 
 func reasonChart(c Comparison, colors []string) BarChart {
@@ -226,18 +325,16 @@ func intFmt(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 
 var columns = []column{
 	{"", "requests", func(s stats.Summary) float64 { return float64(s.Requests) }, intFmt, 0},
-	{"", "completed", func(s stats.Summary) float64 { return float64(s.Completed) }, intFmt, +1},
 	{"", "failed", func(s stats.Summary) float64 { return float64(s.Failed) }, intFmt, -1},
 	{"TTFT (ms)", "p50", func(s stats.Summary) float64 { return s.TTFT.P50 }, fmtMs, -1},
 	{"TTFT (ms)", "p90", func(s stats.Summary) float64 { return s.TTFT.P90 }, fmtMs, -1},
 	{"TTFT (ms)", "p99", func(s stats.Summary) float64 { return s.TTFT.P99 }, fmtMs, -1},
 	{"ITL (ms)", "p50", func(s stats.Summary) float64 { return s.ITL.P50 }, fmtMs, -1},
-	{"ITL (ms)", "p90", func(s stats.Summary) float64 { return s.ITL.P90 }, fmtMs, -1},
 	{"ITL (ms)", "p99", func(s stats.Summary) float64 { return s.ITL.P99 }, fmtMs, -1},
 	{"E2E (ms)", "p50", func(s stats.Summary) float64 { return s.E2E.P50 }, fmtMs, -1},
 	{"E2E (ms)", "p99", func(s stats.Summary) float64 { return s.E2E.P99 }, fmtMs, -1},
 	{"rates (per s)", "req", func(s stats.Summary) float64 { return s.ThroughputRPS }, fmtRate, +1},
-	{"rates (per s)", "out tokens", func(s stats.Summary) float64 { return s.OutputTokensPerS }, fmtRate, +1},
+	{"rates (per s)", "tokens", func(s stats.Summary) float64 { return s.OutputTokensPerS }, fmtRate, +1},
 	{"goodput", "req/s", func(s stats.Summary) float64 { return s.GoodputRPS }, fmtRate, +1},
 	{"goodput", "ratio", func(s stats.Summary) float64 { return s.GoodputRatio }, fmtRatio, +1},
 	{"prefix cache", "hit ratio", func(s stats.Summary) float64 { return s.HitRatio }, fmtRatio, +1},
@@ -302,6 +399,7 @@ func definitions(b *bytes.Buffer) {
 		{"Goodput", "Requests that completed and met every SLO bound (TTFT, ITL; an unset bound is no bound), per second; the goodput ratio divides them by all requests."},
 		{"Hit ratio", "Prompt tokens served from the chosen worker's prefix cache over prompt tokens, over every request that reached a worker."},
 		{"Hit ratio bound", "The same ratio for one infinite prefix cache that sees every prompt in arrival order: a full KV block hits when the chain of blocks up to and including it was seen before; partial last blocks never hit."},
+		{"Load spread", "In each of " + strconv.Itoa(spreadWindows) + " equal windows of the run, every worker's time-weighted mean of active KV blocks; the spread is their standard deviation over their mean (coefficient of variation). 0 is perfectly even; windows where no worker holds a block are left out. Drawn from the per-worker series of the charts, which keep each short interval's highest value."},
 		{"Imbalance", "Time-weighted mean over the run of max over workers of active KV blocks divided by the mean over workers, over intervals where the mean is above 0. Every worker seen in any load sample counts, at 0 before its first sample. 1 is perfectly even."},
 		{"Selection reasons", "How many selections the picker made for each reason it reported."},
 	} {

@@ -53,7 +53,11 @@ func contextLines(c Comparison) [][2]string {
 	}
 	add("Trace", c.Trace)
 	add("Fleet", c.Fleet)
-	add("Seed", fmt.Sprint(c.Seed))
+	seed := fmt.Sprint(c.Seed)
+	if c.SeedSource != "" {
+		seed += " (" + c.SeedSource + ")"
+	}
+	add("Seed", seed)
 	add("SLO", sloText(c.SLO))
 	add("Generated", c.Generated)
 	return out

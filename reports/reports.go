@@ -23,13 +23,16 @@ const SchemaVersion = 1
 
 // Comparison is what a report shows: one run per picker on the same workload and fleet.
 type Comparison struct {
-	Title     string
-	Trace     string // the workload: a trace file name or a generator description
-	Fleet     string // a description of the simulated fleet
-	Seed      uint64
-	Generated string // caller-provided (e.g. the version that produced the report); never the wall clock here
-	SLO       stats.SLO
-	Pickers   []Run // in the order given on the command line
+	Title string
+	Trace string // the workload: a trace file name or a generator description
+	Fleet string // a description of the simulated fleet
+	Setup *Setup // the fleet's settings in full (summary.json's fleet_config); nil = unknown
+	Seed  uint64
+	// SeedSource says where Seed came from (e.g. "--seed", "scenario file"); "" = not said.
+	SeedSource string
+	Generated  string // caller-provided (e.g. the version that produced the report); never the wall clock here
+	SLO        stats.SLO
+	Pickers    []Run // in the order given on the command line
 }
 
 // Run is one picker's result.
@@ -89,7 +92,9 @@ type fileJSON struct {
 	Title         string                `json:"title"`
 	Trace         string                `json:"trace"`
 	Fleet         string                `json:"fleet"`
+	FleetConfig   setupJSON             `json:"fleet_config"`
 	Seed          uint64                `json:"seed"`
+	SeedSource    string                `json:"seed_source"`
 	Generated     string                `json:"generated"`
 	SLO           sloJSON               `json:"slo"`
 	PickerOrder   []string              `json:"picker_order"`
@@ -168,7 +173,9 @@ func SummaryJSON(c Comparison) ([]byte, error) {
 		Title:         c.Title,
 		Trace:         c.Trace,
 		Fleet:         c.Fleet,
+		FleetConfig:   setupOf(c.Setup),
 		Seed:          c.Seed,
+		SeedSource:    c.SeedSource,
 		Generated:     c.Generated,
 		SLO:           sloJSON{TTFTMs: msOf(c.SLO.TTFT), ITLMs: msOf(c.SLO.ITL)},
 		PickerOrder:   make([]string, 0, len(c.Pickers)),

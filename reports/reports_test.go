@@ -174,6 +174,7 @@ func inf() float64 { z := 0.0; return 1 / z }
 type element struct {
 	name, svg string
 	attrs     map[string]string
+	text      string // character data directly inside the element, before its first child
 }
 
 func elements(t *testing.T, doc []byte) []element {
@@ -200,6 +201,10 @@ func elements(t *testing.T, doc []byte) []element {
 				svg = attrs["aria-label"]
 			}
 			out = append(out, element{name: e.Name.Local, svg: svg, attrs: attrs})
+		case xml.CharData:
+			if len(out) > 0 {
+				out[len(out)-1].text += string(e)
+			}
 		case xml.EndElement:
 			if e.Name.Local == "svg" {
 				svg = ""
@@ -260,15 +265,54 @@ func TestIndexHTML(t *testing.T) {
 	if hit["load bound"] != 1 || hit["kv|aware bound"] != 1 {
 		t.Errorf("hit chart bound lines: %v", hit)
 	}
-	// Four workers: lines; twelve: a heatmap.
-	if got := lines["load: active KV blocks per worker"]; len(got) != 4 || got["decode-0"] != 1 {
-		t.Errorf("load worker chart: %v", got)
+	// Every picker's workers are a heatmap, all on one colour scale with a legend.
+	maxes := map[string]string{}
+	for _, e := range els {
+		if e.name == "g" && strings.Contains(e.attrs["class"], "scale") {
+			maxes[e.svg] = e.attrs["data-max"]
+		}
 	}
-	if got := lines["random <b>: active KV blocks per worker"]; len(got) != 0 {
-		t.Errorf("12 workers should be a heatmap, got lines %v", got)
+	if len(maxes) != len(c.Pickers) {
+		t.Fatalf("heatmap legends %v, want one per picker", maxes)
 	}
-	if !strings.Contains(s, `aria-label="random &lt;b&gt;: active KV blocks per worker"`) {
-		t.Error("heatmap missing")
+	for _, r := range c.Pickers {
+		if got, want := maxes[r.Name+": active KV blocks per worker"], maxes[c.Pickers[0].Name+": active KV blocks per worker"]; got != want || got == "" || got == "0" {
+			t.Errorf("%s heatmap scale max %q, %s's %q: want one shared non-zero max", r.Name, got, c.Pickers[0].Name, want)
+		}
+		if got := lines[r.Name+": active KV blocks per worker"]; len(got) != 0 {
+			t.Errorf("%s: worker load drawn as lines %v, want a heatmap", r.Name, got)
+		}
+	}
+	// The load spread: one line per picker, its mean in the legend.
+	spread := lines["Load spread over workers (coefficient of variation per window)"]
+	if len(spread) != len(c.Pickers) {
+		t.Errorf("spread chart lines %v, want one per picker", spread)
+	}
+	for name := range spread {
+		if !strings.Contains(name, "(mean 0.") && !strings.Contains(name, "(mean 1.") {
+			t.Errorf("spread line %q does not give its mean", name)
+		}
+	}
+	if strings.Contains(s, "Imbalance over time") {
+		t.Error("the imbalance-over-time chart is still there")
+	}
+	// The headline table sits in a horizontal scroll container, with the columns chosen to fit.
+	if !strings.Contains(s, `<div class="scroll"><table>`) || !strings.Contains(s, ".scroll{overflow-x:auto}") {
+		t.Error("headline table is not in an overflow container")
+	}
+	var heads []string
+	inHead := false
+	for _, e := range els {
+		if e.name == "tr" {
+			inHead = e.attrs["class"] != "group" && len(heads) == 0
+		}
+		if inHead && e.name == "th" {
+			heads = append(heads, strings.TrimSpace(e.text))
+		}
+	}
+	want := []string{"picker", "requests", "failed", "p50", "p90", "p99", "p50", "p99", "p50", "p99", "req", "tokens", "req/s", "ratio", "hit ratio", "bound", "imbalance"}
+	if strings.Join(heads, ",") != strings.Join(want, ",") {
+		t.Errorf("headline columns %v, want %v", heads, want)
 	}
 	for _, r := range c.Pickers {
 		if bars[r.Name] != 3 { // three reasons in the fixture
@@ -373,5 +417,64 @@ func TestEmptyComparison(t *testing.T) {
 	}
 	if p, ok := got["pickers"].(map[string]any); !ok || len(p) != 0 {
 		t.Errorf("pickers = %v", got["pickers"])
+	}
+}
+
+func TestSummaryJSONCarriesTheFleetConfig(t *testing.T) {
+	threshold := 0.7
+	setup := &Setup{
+		Workers: []WorkerGroup{{Role: "prefill", Count: 2, DPSize: 1, BlockSize: 64, TotalKVBlocks: 4096, MaxNumBatchedTokens: 8192,
+			MaxNumSeqs: 256, ContextLength: 131072, SpeedupRatio: 1, KVTransferBandwidth: 2e10, KVBytesPerBlock: 2 << 20},
+			{Role: "decode", Count: 3, DPSize: 2, BlockSize: 16, TotalKVBlocks: 1024, LoadFields: []string{"active_decode_blocks"}}},
+		Network: Network{LoadDelay: 250 * time.Microsecond, LoadJitter: 2 * time.Millisecond, LoadLoss: 0.02, LeaseTTL: 10 * time.Second},
+		Router:  Router{MaxStaleness: time.Second, KV: KVSettings{OverlapScoreCredit: 1, PrefillLoadScale: 1, DecodeBusyThreshold: &threshold}},
+	}
+	c := Comparison{Fleet: setup.Describe(), Setup: setup, Seed: 7, SeedSource: "scenario file", Pickers: []Run{{Name: "kv"}}}
+	js, err := SummaryJSON(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		SeedSource  string `json:"seed_source"`
+		FleetConfig struct {
+			Workers []map[string]any `json:"workers"`
+			Network map[string]any   `json:"network"`
+			Router  struct {
+				MaxStalenessMs float64        `json:"max_staleness_ms"`
+				KV             map[string]any `json:"kv"`
+			} `json:"router"`
+		} `json:"fleet_config"`
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	fc := got.FleetConfig
+	if got.SeedSource != "scenario file" || len(fc.Workers) != 2 || fc.Workers[0]["role"] != "prefill" || fc.Workers[0]["total_kv_blocks"] != 4096.0 ||
+		fc.Workers[0]["kv_transfer_bandwidth"] != 2e10 || fc.Workers[1]["dp_size"] != 2.0 || fc.Workers[1]["block_size"] != 16.0 {
+		t.Errorf("workers %v (seed source %q)", fc.Workers, got.SeedSource)
+	}
+	if fc.Network["load_delay_ms"] != 0.25 || fc.Network["load_jitter_ms"] != 2.0 || fc.Network["load_loss"] != 0.02 || fc.Network["lease_ttl_ms"] != 10000.0 {
+		t.Errorf("network %v", fc.Network)
+	}
+	if fc.Router.MaxStalenessMs != 1000 || fc.Router.KV["decode_busy_check"] != true || fc.Router.KV["decode_busy_threshold"] != 0.7 {
+		t.Errorf("router %+v", fc.Router)
+	}
+	// Fixed key order: fleet_config follows fleet, seed_source follows seed.
+	s := string(js)
+	if !(strings.Index(s, `"fleet"`) < strings.Index(s, `"fleet_config"`) && strings.Index(s, `"fleet_config"`) < strings.Index(s, `"seed"`) &&
+		strings.Index(s, `"seed"`) < strings.Index(s, `"seed_source"`)) {
+		t.Errorf("key order:\n%s", s)
+	}
+	if !strings.Contains(c.Fleet, "2 prefill (4096 KV blocks × 64 tokens)") || !strings.Contains(c.Fleet, "dp 2") || !strings.Contains(c.Fleet, "loss 0.02") {
+		t.Errorf("description %q", c.Fleet)
+	}
+
+	// A comparison without a setup still has every key, never null.
+	js, err = SummaryJSON(Comparison{Pickers: []Run{{Name: "kv"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"workers": []`) || strings.Contains(string(js), "null") {
+		t.Errorf("without a setup:\n%s", js)
 	}
 }

@@ -282,17 +282,51 @@ func LoadScenario(path string) (*Scenario, error) {
 
 // ParseScenario decodes YAML strictly, fills defaults and validates.
 func ParseScenario(raw []byte) (*Scenario, error) {
+	sc, err := decodeScenario(raw)
+	if err != nil {
+		return nil, err
+	}
+	sc.defaults()
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// decodeScenario decodes YAML strictly: unknown fields are refused.
+func decodeScenario(raw []byte) (*Scenario, error) {
 	var sc Scenario
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&sc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	sc.defaults()
-	if err := sc.Validate(); err != nil {
+	return &sc, nil
+}
+
+// LoadFleet reads a scenario file for its fleet, network, SLOs and router
+// settings alone (bench pickers --fleet): the workload may be left out,
+// since the caller brings its own. Everything present is still checked.
+func LoadFleet(path string) (*Scenario, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
 		return nil, err
 	}
-	return &sc, nil
+	sc, err := ParseFleet(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sc.dir = filepath.Dir(path)
+	return sc, nil
+}
+
+// ParseFleet is ParseScenario without requiring a workload.
+func ParseFleet(raw []byte) (*Scenario, error) {
+	sc, err := decodeScenario(raw)
+	if err != nil {
+		return nil, err
+	}
+	return Normalize(sc)
 }
 
 // Normalize fills a programmatically built scenario's defaults and checks

@@ -32,6 +32,7 @@ type benchPickersFlags struct {
 	out, pickers             string
 	workers, limit, parallel int
 	seed                     uint64
+	seedSet                  bool // --seed was given: it overrides the scenario or fleet file's seed
 	speedup                  float64
 	sloTTFT, sloITL          sim.Duration
 }
@@ -45,10 +46,12 @@ func newBenchPickersCmd() *cobra.Command {
 			"same arrivals, same prompts) and write index.html (charts), summary.md and\n" +
 			"summary.json (docs/reports.md) to --out. --workers N simulates N aggregated\n" +
 			"workers with the default engine model; --fleet FILE takes the fleet, network and\n" +
-			"SLOs of a scenario file (its workload is replaced by the trace). --scenario FILE\n" +
-			"runs a whole scenario (fleet and workload) once per picker instead.",
+			"SLOs of a scenario file (its workload, if any, is replaced by the trace).\n" +
+			"--scenario FILE runs a whole scenario (fleet and workload) once per picker\n" +
+			"instead. A scenario or fleet file's seed is used unless --seed is given.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.seedSet = cmd.Flags().Changed("seed")
 			return benchPickers(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
@@ -58,7 +61,7 @@ func newBenchPickersCmd() *cobra.Command {
 	fl.StringVar(&f.scenario, "scenario", "", "compare on a whole scenario (its fleet and workload) instead of a trace")
 	fl.IntVar(&f.workers, "workers", 0, "simulate N aggregated workers (instead of --fleet)")
 	fl.StringVar(&f.pickers, "pickers", "round_robin,random,load,kv", "comma-separated pickers to compare")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed for ids, network draws and the random picker")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed for the workload, ids, network draws and the random picker (default: the scenario or fleet file's, else 1)")
 	fl.StringVar(&f.out, "out", "", "report folder (default reports/pickers-<trace name>)")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N requests of the trace")
 	fl.Float64Var(&f.speedup, "speedup", 1, "divide the trace's timestamps by this")
@@ -98,7 +101,7 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 		return &exitError{1, fmt.Errorf("give exactly one of --fleet FILE and --workers N")}
 	}
 	names := strings.Split(f.pickers, ",")
-	base, err := benchScenario(f)
+	base, seedSource, err := benchScenario(f)
 	if err != nil {
 		return &exitError{1, err}
 	}
@@ -141,12 +144,10 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 	if out == "" {
 		out = filepath.Join("reports", "pickers-"+strings.TrimSuffix(filepath.Base(source), filepath.Ext(source)))
 	}
-	fleetDesc := fmt.Sprintf("%d aggregated workers (default engine model)", f.workers)
-	if f.fleet != "" || f.scenario != "" {
-		fleetDesc = describeFleet(base)
-	}
-	cmp := reports.Comparison{Title: "Picker comparison", Trace: filepath.Base(source), Fleet: fleetDesc, Seed: f.seed,
-		Generated: "switchyard " + version, SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}}
+	setup := setupOf(base)
+	cmp := reports.Comparison{Title: "Picker comparison", Trace: filepath.Base(source), Fleet: setup.Describe(), Setup: setup,
+		Seed: base.Seed, SeedSource: seedSource, Generated: "switchyard " + version,
+		SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}}
 	for i, r := range results {
 		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: names[i], Summary: r.Stats})
 	}
@@ -159,62 +160,84 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 		fmt.Fprintf(stdout, "%-12s %9.1f %9.1f %9.2f %9.1f %9.3f %9.3f %10.2f\n", names[i], s.TTFT.P50, s.TTFT.P99, s.ITL.P50, s.E2E.P99,
 			s.HitRatio, s.HitRatioBound, s.Imbalance)
 	}
+	fmt.Fprintf(stdout, "seed: %d (%s)\n", base.Seed, seedSource)
 	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(out, "index.html"))
 	return nil
 }
 
-// benchScenario is the scenario every picker runs: the fleet file's (or N
-// aggregated workers), with the trace as its workload.
-func benchScenario(f benchPickersFlags) (*sim.Scenario, error) {
-	if f.scenario != "" {
-		sc, err := sim.LoadScenario(f.scenario)
-		if err != nil {
-			return nil, err
-		}
-		sc.Seed = f.seed
-		if sc.SLO.TTFT == 0 {
-			sc.SLO.TTFT = f.sloTTFT
-		}
-		if sc.SLO.ITL == 0 {
-			sc.SLO.ITL = f.sloITL
-		}
-		return sc, sc.Validate()
-	}
+// benchScenario is the scenario every picker runs: the whole scenario file,
+// or the fleet file's fleet (or N aggregated workers) with the trace as its
+// workload. It also says where the seed came from: a file's own seed is
+// kept unless --seed was given.
+func benchScenario(f benchPickersFlags) (*sim.Scenario, string, error) {
 	var sc *sim.Scenario
-	if f.fleet != "" {
-		var err error
-		if sc, err = sim.LoadScenario(f.fleet); err != nil {
-			return nil, err
+	var err error
+	seedSource := "--seed"
+	switch {
+	case f.scenario != "":
+		if sc, err = sim.LoadScenario(f.scenario); err != nil {
+			return nil, "", err
 		}
-	} else {
+		if !f.seedSet {
+			seedSource = "scenario file"
+		}
+	case f.fleet != "":
+		if sc, err = sim.LoadFleet(f.fleet); err != nil {
+			return nil, "", err
+		}
+		if !f.seedSet {
+			seedSource = "fleet file"
+		}
+	default:
 		if f.workers < 1 || f.workers > sim.MaxWorkers {
-			return nil, fmt.Errorf("--workers must be in 1..%d", sim.MaxWorkers)
+			return nil, "", fmt.Errorf("--workers must be in 1..%d", sim.MaxWorkers)
 		}
 		sc = &sim.Scenario{Fleet: []sim.WorkerGroup{{Role: "aggregated", Count: f.workers}}}
+		if !f.seedSet {
+			seedSource = "default"
+		}
 	}
-	abs, err := filepath.Abs(f.trace)
-	if err != nil {
-		return nil, err
+	if f.seedSet || f.scenario == "" && f.fleet == "" {
+		sc.Seed = f.seed
 	}
-	sc.Seed = f.seed
-	sc.Faults = nil
-	sc.Workload = sim.Workload{Trace: &sim.TraceSpec{Path: abs, Speedup: f.speedup, Limit: f.limit}}
 	if sc.SLO.TTFT == 0 {
 		sc.SLO.TTFT = f.sloTTFT
 	}
 	if sc.SLO.ITL == 0 {
 		sc.SLO.ITL = f.sloITL
 	}
-	if _, err := sim.Normalize(sc); err != nil {
-		return nil, err
+	if f.scenario != "" {
+		return sc, seedSource, sc.Validate()
 	}
-	return sc, sc.Validate()
+	abs, err := filepath.Abs(f.trace)
+	if err != nil {
+		return nil, "", err
+	}
+	sc.Faults = nil
+	sc.Workload = sim.Workload{Trace: &sim.TraceSpec{Path: abs, Speedup: f.speedup, Limit: f.limit}}
+	if _, err := sim.Normalize(sc); err != nil {
+		return nil, "", err
+	}
+	return sc, seedSource, sc.Validate()
 }
 
-func describeFleet(sc *sim.Scenario) string {
-	var parts []string
+// setupOf is the report's account of the fleet, network and router
+// settings every picker ran with (defaults filled in).
+func setupOf(sc *sim.Scenario) *reports.Setup {
+	s := &reports.Setup{}
 	for _, g := range sc.Fleet {
-		parts = append(parts, fmt.Sprintf("%d %s", g.Count, g.Role))
+		s.Workers = append(s.Workers, reports.WorkerGroup{Role: g.Role, Count: g.Count, DPSize: g.DPSize, BlockSize: g.BlockSize,
+			TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens, MaxNumSeqs: g.MaxNumSeqs,
+			ContextLength: g.ContextLength, SpeedupRatio: g.SpeedupRatio, KVTransferBandwidth: g.KVTransferBandwidth,
+			KVBytesPerBlock: g.KVBytesPerBlock, LoadFields: g.LoadFields})
 	}
-	return strings.Join(parts, " + ")
+	n := sc.Network
+	s.Network = reports.Network{DiscoveryDelay: n.DiscoveryDelay.Std(), SubscribeDelay: n.SubscribeDelay.Std(),
+		LoadDelay: n.LoadDelay.Std(), LoadJitter: n.LoadJitter.Std(), LoadLoss: n.LoadLoss,
+		PublishDebounce: n.PublishDebounce.Std(), RequestDelay: n.RequestDelay.Std(), LeaseTTL: n.LeaseTTL.Std()}
+	ko := sc.Router.KV.Options()
+	s.Router = reports.Router{MaxStaleness: sc.Router.MaxStaleness.Std(), KV: reports.KVSettings{
+		OverlapScoreCredit: ko.OverlapScoreCredit, PrefillLoadScale: ko.PrefillLoadScale, Temperature: ko.Temperature,
+		ConditionalDisaggregation: ko.ConditionalDisagg, DecodeBusyThreshold: ko.DecodeBusyThreshold}}
+	return s
 }

@@ -42,7 +42,7 @@ func Counterfactual(rd *recorder.Reader, runID int64, pickerName string) (*Count
 	if err != nil {
 		return nil, err
 	}
-	reqs, outcomes, fleet, err := collect(rd, info.ID)
+	reqs, outcomes, pins, fleet, err := collect(rd, info.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -62,13 +62,7 @@ func Counterfactual(rd *recorder.Reader, runID int64, pickerName string) (*Count
 	if info.Kind == "sim" {
 		start = sim.Epoch.Add(sc.Warmup.Std())
 	}
-	var last time.Duration
-	for _, o := range outcomes {
-		rec.Add(stats.Request{ID: o.RequestID, Arrival: o.At.Sub(start), PromptTokens: o.PromptTokens, CachedTokens: o.CachedTokens,
-			OutputTokens: o.OutputTokens, TTFT: o.TTFT, E2E: o.E2E, ITL: o.ITL, Status: o.Status})
-		last = max(last, o.At.Sub(start))
-	}
-	rep.Recorded = rec.Summary(last)
+	rep.Recorded = recordedSummary(rec, reqs, outcomes, pins, start)
 	if rep.Baseline, err = resimulate(sc, reqs, start, info.Picker); err != nil {
 		return nil, err
 	}
@@ -77,6 +71,32 @@ func Counterfactual(rd *recorder.Reader, runID int64, pickerName string) (*Count
 	}
 	return rep, nil
 }
+
+// recordedSummary is the recording's own figures. An outcome counts
+// towards the hit ratio when its request was pinned to a worker, as the
+// simulator counts it: the outcome alone does not say so, its selection
+// does.
+func recordedSummary(rec *stats.Collector, reqs []recorder.Request, outcomes []recorder.Outcome, pins map[uint64]pin, start time.Time) stats.Summary {
+	arrival := make(map[uint64]time.Time, len(reqs))
+	for _, r := range reqs {
+		arrival[r.RequestID] = r.At
+	}
+	var last time.Duration
+	for _, o := range outcomes {
+		at, ok := arrival[o.RequestID]
+		if !ok {
+			at = o.At
+		}
+		p := pins[o.RequestID]
+		rec.Add(stats.Request{ID: o.RequestID, Arrival: at.Sub(start), PromptTokens: o.PromptTokens, CachedTokens: o.CachedTokens,
+			OutputTokens: o.OutputTokens, TTFT: o.TTFT, E2E: o.E2E, ITL: o.ITL, Status: o.Status, Worker: p.worker, Reason: p.reason})
+		last = max(last, o.At.Sub(start))
+	}
+	return rec.Summary(last)
+}
+
+// pin is the worker a request was last pinned to, and why.
+type pin struct{ worker, reason string }
 
 func resimulate(sc *sim.Scenario, reqs []recorder.Request, start time.Time, pickerName string) (stats.Summary, error) {
 	col := stats.NewCollector(stats.SLO{TTFT: sc.SLO.TTFT.Std(), ITL: sc.SLO.ITL.Std()})
@@ -91,14 +111,16 @@ func resimulate(sc *sim.Scenario, reqs []recorder.Request, start time.Time, pick
 	return col.Summary(sum.Virtual), nil
 }
 
-// collect reads the run's requests and outcomes, and the workers its
-// discovery records described (for live runs).
-func collect(rd *recorder.Reader, runID int64) ([]recorder.Request, []recorder.Outcome, []*discovery.Worker, error) {
+// collect reads the run's requests, outcomes and the (decode) worker each
+// successful selection pinned, and the workers its discovery records
+// described (for live runs).
+func collect(rd *recorder.Reader, runID int64) ([]recorder.Request, []recorder.Outcome, map[uint64]pin, []*discovery.Worker, error) {
 	var reqs []recorder.Request
 	var outs []recorder.Outcome
+	pins := make(map[uint64]pin)
 	core, err := sim.NewCore(sim.CoreOptions{Picker: "round_robin"})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	err = rd.Entries(runID, func(e recorder.Entry) error {
 		switch v := e.Value.(type) {
@@ -106,6 +128,10 @@ func collect(rd *recorder.Reader, runID int64) ([]recorder.Request, []recorder.O
 			reqs = append(reqs, v)
 		case recorder.Outcome:
 			outs = append(outs, v)
+		case recorder.Selection:
+			if v.OK {
+				pins[v.RequestID] = pin{worker: fmt.Sprintf("%d/%d", v.Sel.Decode.WorkerID, v.Sel.Decode.DPRank), reason: v.Sel.DecodeReason}
+			}
 		case events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync, events.DiscoveryPrune, events.DiscoveryReset:
 			core.ApplyDiscovery(v.(events.Event))
 		case recorder.Published:
@@ -113,7 +139,7 @@ func collect(rd *recorder.Reader, runID int64) ([]recorder.Request, []recorder.O
 		}
 		return nil
 	})
-	return reqs, outs, core.Snapshot().Workers, err
+	return reqs, outs, pins, core.Snapshot().Workers, err
 }
 
 // scenarioOf is the scenario to re-simulate: a simulated run's own, or

@@ -35,7 +35,7 @@ func PrepareResimulation(rd *recorder.Reader, runID int64) (*Resimulation, error
 	if err != nil {
 		return nil, err
 	}
-	reqs, outs, workers, err := collect(rd, info.ID)
+	reqs, outs, _, workers, err := collect(rd, info.ID)
 	if err != nil {
 		return nil, err
 	}
