@@ -37,25 +37,27 @@ bench:
 		./router/picker/ ./router/kv/ ./recorder/
 	$(GO) test -run '^$$' -bench MooncakeTrace -benchtime 1x ./sim/
 
-# Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one.
-FUZZTIME ?= 20s
+# Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one. FUZZMINTIME caps the time a
+# target spends minimising a new input, so every target spends its run fuzzing.
+FUZZTIME    ?= 20s
+FUZZMINTIME ?= 5s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) ./router/discovery/
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./router/config/
-	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) ./router/eventplane/msgpack/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./router/eventplane/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) ./router/load/
-	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) ./router/load/
-	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
-	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) ./recorder/
-	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) ./sim/workload/
-	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) ./router/gateway/
-	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discovery/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
+	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/msgpack/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
+	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
+	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./recorder/
+	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/
+	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 
 clean:
 	rm -rf bin
