@@ -124,4 +124,9 @@ func TestExampleTraceIsGenerated(t *testing.T) {
 	got, err := os.ReadFile(exampleTrace)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got), "rebuild with -update")
+	st, err := ReadTraceStats(bytes.NewReader(got), TraceConfig{})
+	require.NoError(t, err)
+	require.Equal(t, 200, st.Requests)
+	t.Logf("example trace: requests=%d avg_input=%.1f avg_output=%.1f hit_ratio=%.4f blocks=%d",
+		st.Requests, st.AvgInput(), st.AvgOutput(), st.HitRatio(), st.Blocks)
 }
