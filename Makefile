@@ -19,15 +19,23 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Tests that measure the live stack against the wall clock run alone, after
+# the other packages, so that those do not compete with them for the cores.
+WALLCLOCK      := ./sim/fidelity/
+WALLCLOCK_PKGS := switchyard/sim/fidelity
+not_wallclock   = $(filter-out $(WALLCLOCK_PKGS),$(shell $(GO) list $(1)))
+
 race:
-	$(GO) test -race -count=1 $(CORE)
+	$(GO) test -race -count=1 $(call not_wallclock,$(CORE))
+	$(GO) test -race -count=1 $(WALLCLOCK)
 
 # Independent peers some tests talk to (libzmq via python3-zmq, python3-msgpack).
 test-deps:
 	@bash hack/install-test-deps.sh
 
 test: test-deps fmt-check vet race
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $(call not_wallclock,./...)
+	$(GO) test -count=1 $(WALLCLOCK)
 
 demo: build
 	./bin/switchyard demo
