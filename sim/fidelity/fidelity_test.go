@@ -37,15 +37,17 @@ const liveAttempts = 3
 
 // maxTimerLateness is the contention beyond which a live run's timing
 // tells about the machine rather than the simulator: the p99 lateness of
-// the 2 ms sleeps probed during the run. Every measured run within the
-// tolerances stayed under 5.1 ms (docs/fidelity.md).
-const maxTimerLateness = 10 * time.Millisecond
+// the 2 ms sleeps probed during the run. The tolerances were measured to
+// hold up to about 5 ms (docs/fidelity.md); beyond, runs were seen to break
+// them by small margins, as the simulator, which does not model a
+// contended CPU, would predict.
+const maxTimerLateness = 5 * time.Millisecond
 
 // untimed keeps the bounds that do not depend on the wall clock: every
-// request pinned and ok in both runs, an exact replay, and the prefill
-// pins (a rotation, independent of load timing).
-var untimed = Tolerances{MinPrefillAgreement: DefaultTolerances.MinPrefillAgreement,
-	P50Abs: time.Hour, P90Abs: time.Hour, MaxKS: 1, MaxPaired: time.Hour}
+// request pinned and ok in both runs, and an exact replay. Agreement does:
+// on a busy machine requests received together may be picked in another
+// order than their timestamps, which moves even the prefill rotation.
+var untimed = Tolerances{P50Abs: time.Hour, P90Abs: time.Hour, MaxKS: 1, MaxPaired: time.Hour}
 
 // agreedRun is a live run and its re-simulation, compared.
 type agreedRun struct {
@@ -115,7 +117,8 @@ func TestLiveAndSimulatedRunsAgree(t *testing.T) {
 	}
 	require.NoError(t, run.report.Check(untimed), "bounds independent of the wall clock")
 	requireClientBracketsRouter(t, run)
-	requireRandomPickerDisagrees(t, run, untimed)
+	random := randomPickerReport(t, run)
+	require.Less(t, random.Agreement(), run.report.Agreement(), "a random picker agrees less than the load picker")
 	t.Skipf("%s\nthe machine was too busy for the timing bounds (timers more than %v late at p99 in every attempt); "+
 		"the bounds independent of the wall clock held", summary, maxTimerLateness)
 }
@@ -137,7 +140,9 @@ func assertAgreement(t *testing.T, run agreedRun) {
 	t.Logf("engines at speedup 2:\n%s", bad)
 	require.Error(t, bad.Check(DefaultTolerances))
 	require.Greater(t, bad.TTFTKS, DefaultTolerances.MaxKS)
-	bad = requireRandomPickerDisagrees(t, run, DefaultTolerances)
+	// Another picker: the pins no longer match.
+	bad = randomPickerReport(t, run)
+	require.Error(t, bad.Check(DefaultTolerances))
 	require.Less(t, bad.Agreement(), DefaultTolerances.MinAgreement)
 }
 
@@ -152,9 +157,9 @@ func requireClientBracketsRouter(t *testing.T, run agreedRun) {
 	require.GreaterOrEqual(t, clientP50, run.report.Live.TTFTP50)
 }
 
-// requireRandomPickerDisagrees re-simulates the run under another picker:
-// the pins no longer match, so the check fails.
-func requireRandomPickerDisagrees(t *testing.T, run agreedRun, tol Tolerances) *Report {
+// randomPickerReport compares the live run with its re-simulation under
+// the random picker.
+func randomPickerReport(t *testing.T, run agreedRun) *Report {
 	t.Helper()
 	rd, err := recorder.Open(run.path)
 	require.NoError(t, err)
@@ -164,7 +169,6 @@ func requireRandomPickerDisagrees(t *testing.T, run agreedRun, tol Tolerances) *
 	bad, err := Compare(rd, run.live.RunID, random)
 	require.NoError(t, err)
 	t.Logf("re-simulated under the random picker:\n%s", bad)
-	require.Error(t, bad.Check(tol))
 	return bad
 }
 
