@@ -19,15 +19,23 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Tests that measure the live stack against the wall clock run alone, after
+# the other packages, so that those do not compete with them for the cores.
+WALLCLOCK      := ./sim/fidelity/
+WALLCLOCK_PKGS := switchyard/sim/fidelity
+not_wallclock   = $(filter-out $(WALLCLOCK_PKGS),$(shell $(GO) list $(1)))
+
 race:
-	$(GO) test -race -count=1 $(CORE)
+	$(GO) test -race -count=1 $(call not_wallclock,$(CORE))
+	$(GO) test -race -count=1 $(WALLCLOCK)
 
 # Independent peers some tests talk to (libzmq via python3-zmq, python3-msgpack).
 test-deps:
 	@bash hack/install-test-deps.sh
 
 test: test-deps fmt-check vet race
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $(call not_wallclock,./...)
+	$(GO) test -count=1 $(WALLCLOCK)
 
 demo: build
 	./bin/switchyard demo
@@ -37,25 +45,27 @@ bench:
 		./router/picker/ ./router/kv/ ./recorder/
 	$(GO) test -run '^$$' -bench MooncakeTrace -benchtime 1x ./sim/
 
-# Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one.
-FUZZTIME ?= 20s
+# Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one. FUZZMINTIME caps the time a
+# target spends minimising a new input, so every target spends its run fuzzing.
+FUZZTIME    ?= 20s
+FUZZMINTIME ?= 5s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) ./router/discovery/
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./router/config/
-	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) ./router/eventplane/msgpack/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./router/eventplane/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) ./router/load/
-	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) ./router/load/
-	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
-	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) ./router/eventplane/zmtp/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) ./router/kv/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) ./recorder/
-	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) ./sim/workload/
-	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) ./router/gateway/
-	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discovery/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
+	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/msgpack/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
+	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
+	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./recorder/
+	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/
+	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 
 clean:
 	rm -rf bin

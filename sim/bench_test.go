@@ -1,26 +1,23 @@
 package sim
 
 import (
-	"os"
 	"testing"
 	"time"
-)
 
-const mooncakePath = "../../shared/data/traces/mooncake_conversation_trace.jsonl"
+	"switchyard/internal/traces"
+)
 
 // BenchmarkMooncakeTrace simulates the whole Mooncake conversation trace
 // (12,031 requests) on 16 aggregated engine-model workers under the
 // load-based picker, recording nothing.
 func BenchmarkMooncakeTrace(b *testing.B) {
-	if _, err := os.Stat(mooncakePath); err != nil {
-		b.Skipf("trace not present: %v", err)
-	}
+	path := traces.Require(b, traces.Mooncake)
 	sc, err := ParseScenario([]byte(`
 seed: 1
 fleet:
   - {role: aggregated, count: 16}
 workload:
-  trace: {path: ` + mooncakePath + `}
+  trace: {path: "` + path + `"}
 `))
 	if err != nil {
 		b.Fatal(err)

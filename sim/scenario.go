@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"switchyard/internal/traces"
 	"switchyard/router/picker"
 	"switchyard/sim/workload"
 )
@@ -40,7 +41,8 @@ type Scenario struct {
 	// discovered the fleet before traffic starts (default 100ms).
 	Warmup Duration `yaml:"warmup"`
 
-	// dir resolves relative paths (a trace) against the scenario file.
+	// dir resolves relative paths (a trace) against the scenario file
+	// before the trace directory (tracePath).
 	dir string
 }
 
@@ -528,7 +530,11 @@ func (sc *Scenario) Source() (workload.Source, io.Closer, error) {
 			Think: workload.DurationRange{Min: p.ThinkMin.Std(), Max: p.ThinkMax.Std()}, Message: p.Message.w(), Output: p.Output.w()}, sc.Seed)
 		return s, nil, err
 	case w.Trace != nil:
-		f, err := os.Open(sc.tracePath())
+		path, err := sc.tracePath()
+		if err != nil {
+			return nil, nil, err
+		}
+		f, err := os.Open(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("workload.trace: %w", err)
 		}
@@ -582,7 +588,11 @@ func (sc *Scenario) ExpectedRequests() int {
 	case w.Sessions != nil:
 		return w.Sessions.Sessions * w.Sessions.Turns
 	case w.Trace != nil:
-		n, err := countLines(sc.tracePath())
+		path, err := sc.tracePath()
+		if err != nil {
+			return 0
+		}
+		n, err := countLines(path)
 		if err != nil {
 			return 0
 		}
@@ -594,14 +604,26 @@ func (sc *Scenario) ExpectedRequests() int {
 	return 0
 }
 
-// tracePath is the trace file, a relative path taken from the scenario
-// file's directory.
-func (sc *Scenario) tracePath() string {
+// tracePath finds the trace file. An absolute path is taken as written; a
+// relative one from the scenario file's directory or, when it is not
+// there, from the trace directory ($SWITCHYARD_TRACE_DIR, internal/traces),
+// where the traces that cannot ship with the project live. So
+// "path: mooncake_conversation_trace.jsonl" works from any clone that has
+// the trace directory, and paths written against the scenario file still do.
+func (sc *Scenario) tracePath() (string, error) {
 	path := sc.Workload.Trace.Path
-	if !filepath.IsAbs(path) && sc.dir != "" {
-		path = filepath.Join(sc.dir, path)
+	if filepath.IsAbs(path) {
+		return path, nil
 	}
-	return path
+	beside := filepath.Join(sc.dir, path)
+	if _, err := os.Stat(beside); err == nil {
+		return beside, nil
+	}
+	if found, err := traces.Find(path); err == nil {
+		return found, nil
+	}
+	return "", fmt.Errorf("workload.trace.path: %s is neither at %s nor at %s. %s",
+		path, beside, traces.Path(path), traces.Hint(path))
 }
 
 // countLines counts a file's lines (a last line without its newline

@@ -7,10 +7,21 @@ package pypeer
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+)
+
+// The waits are generous: the peers start a python interpreter, which on a
+// busy machine under the race detector takes seconds, and a wait that
+// expires fails the test rather than skipping anything.
+const (
+	lineWait = 30 * time.Second // for the peer's next stdout line
+	exitWait = 30 * time.Second // for the peer to exit once its stdin closes
 )
 
 // Python returns an interpreter that can import zmq and msgpack. Debian
@@ -29,29 +40,33 @@ func Python(t testing.TB) string {
 
 // Peer is a running script speaking a line protocol on its stdout.
 type Peer struct {
-	lines chan string
+	name   string
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr syncBuffer
 }
 
 // Start runs python with args (a script and its flags). The script is
 // stopped when the test ends: its stdin closes, and it is killed if it
-// has not exited 5 s later; its stderr is logged if the test failed.
+// has not exited 30 s later. A peer that fails (a non-zero exit, or one
+// that had to be killed) fails the test; its stderr is logged whenever the
+// test failed.
 func Start(t testing.TB, args ...string) *Peer {
 	t.Helper()
 	cmd := exec.Command(Python(t), args...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	p := &Peer{name: strings.Join(args, " "), lines: make(chan string, 16)}
+	cmd.Stderr = &p.stderr
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Peer{lines: make(chan string, 16)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -59,21 +74,27 @@ func Start(t testing.TB, args ...string) *Peer {
 		}
 		close(p.lines)
 	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("python stderr:\n%s", stderr.String())
-		}
-	})
+	t.Cleanup(func() { p.stop(t, cmd) })
 	return p
+}
+
+func (p *Peer) stop(t testing.TB, cmd *exec.Cmd) {
+	p.stdin.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil && !t.Failed() {
+			t.Errorf("python peer %s: %v", p.name, err)
+		}
+	case <-time.After(exitWait):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Errorf("python peer %s did not exit within %v of its stdin closing", p.name, exitWait)
+	}
+	if t.Failed() {
+		t.Logf("python peer %s stderr:\n%s", p.name, p.Stderr())
+	}
 }
 
 // Expect waits up to 30 s for the next line, which must start with
@@ -83,11 +104,42 @@ func (p *Peer) Expect(t testing.TB, prefix string) string {
 	select {
 	case l, ok := <-p.lines:
 		if !ok || !strings.HasPrefix(l, prefix) {
-			t.Fatalf("python peer said %q, want %q...", l, prefix)
+			t.Fatalf("python peer said %q (open %v), want %q...", l, ok, prefix)
 		}
 		return strings.TrimSpace(strings.TrimPrefix(l, prefix))
-	case <-time.After(30 * time.Second):
-		t.Fatalf("python peer never said %q", prefix)
+	case <-time.After(lineWait):
+		t.Fatalf("python peer never said %q within %v", prefix, lineWait)
 	}
 	return ""
+}
+
+// Send writes one line to the peer's stdin.
+func (p *Peer) Send(t testing.TB, line string) {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		t.Fatalf("writing %q to the python peer: %v", line, err)
+	}
+}
+
+// Stderr is what the peer has written to stderr so far. It may be read
+// while the peer runs: the buffer is shared with the goroutine exec starts
+// to copy the peer's stderr into it.
+func (p *Peer) Stderr() string { return p.stderr.String() }
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(data []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(data)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"switchyard/internal/traces"
 )
 
 func benchRanks(n int) []Rank {
@@ -134,8 +136,6 @@ func BenchmarkFindMatches(b *testing.B) {
 	}
 }
 
-const mooncakeTrace = "../../../shared/data/traces/mooncake_conversation_trace.jsonl"
-
 // traceOp is one step of a Mooncake replay: a request's FindMatches, or an
 // event a simulated worker published.
 type traceOp struct {
@@ -212,10 +212,7 @@ func mooncakeOps(lines [][]uint64, workers, capacity int) []traceOp {
 }
 
 func readMooncake(b *testing.B) [][]uint64 {
-	f, err := os.Open(mooncakeTrace)
-	if os.IsNotExist(err) {
-		b.Skipf("Mooncake trace not found at %s", mooncakeTrace)
-	}
+	f, err := os.Open(traces.Require(b, traces.Mooncake))
 	if err != nil {
 		b.Fatal(err)
 	}

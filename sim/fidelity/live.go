@@ -295,28 +295,35 @@ func ask(ctx context.Context, client openai.Client, r request) (time.Duration, e
 // publisher, and every load subscription is connected: samples published
 // before a subscription is live are lost (ZMQ's slow joiner), and the
 // simulation starts its requests with every subscription up.
+//
+// The wait is generous and an admin request that fails is asked again: on
+// a busy machine the stack can take many seconds to come up, and only a
+// fleet that never becomes ready is an error.
 func waitReady(ctx context.Context, srv *server.Server, workers int) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var lastErr error
 	for {
 		snap := srv.Discovery().Snapshot()
 		if len(snap.Workers) == workers && snap.CountPublishers(discovery.TopicLoad) == workers {
 			n, err := connectedLoadSubscriptions(ctx, hc, srv.Addr())
-			if err != nil {
-				return err
-			}
-			if n == workers {
+			if err == nil && n == workers {
 				return nil
 			}
+			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fidelity: the router did not see the fleet ready: %w", ctx.Err())
+			return fmt.Errorf("fidelity: the router did not see the fleet ready within %v (last admin error: %v): %w",
+				readyWait, lastErr, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
+
+// readyWait bounds the wait for the fleet to be ready.
+const readyWait = 60 * time.Second
 
 func connectedLoadSubscriptions(ctx context.Context, hc *http.Client, addr string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/admin/dynamo/workers", nil)

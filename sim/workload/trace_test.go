@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"switchyard/internal/traces"
 )
 
-// mooncakePath is relative to this package's directory: the shared tree sits beside the project
-// root on every machine, so the test never skips.
-const mooncakePath = "../../../shared/data/traces/mooncake_conversation_trace.jsonl"
-
+// openMooncake opens the Mooncake conversation trace, which cannot ship with the project: without
+// it the test skips, saying where to get it, or fails when CI is set (internal/traces).
 func openMooncake(t testing.TB) *os.File {
 	t.Helper()
-	f, err := os.Open(mooncakePath)
+	f, err := os.Open(traces.Require(t, traces.Mooncake))
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	return f
@@ -163,7 +163,7 @@ func FuzzTrace(f *testing.F) {
 }
 
 func BenchmarkTraceReplay(b *testing.B) {
-	data, err := os.ReadFile(mooncakePath)
+	data, err := os.ReadFile(traces.Require(b, traces.Mooncake))
 	require.NoError(b, err)
 	var n, toks int
 	for b.Loop() {
