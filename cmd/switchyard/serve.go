@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -24,7 +25,10 @@ func (f *logFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.format, "log-format", "text", "log format: text or json")
 }
 
-func (f *logFlags) logger() (*slog.Logger, error) {
+func (f *logFlags) logger() (*slog.Logger, error) { return f.loggerTo(os.Stderr) }
+
+// loggerTo logs to w (a command's error stream, which tests capture).
+func (f *logFlags) loggerTo(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -32,9 +36,9 @@ func (f *logFlags) logger() (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch f.format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", f.format)
 }
@@ -53,7 +57,7 @@ func newServeCmd() *cobra.Command {
 			"`switchyard replay FILE` checks it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := logs.logger()
+			log, err := logs.loggerTo(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

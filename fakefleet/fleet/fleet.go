@@ -203,7 +203,7 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 	}
 	w := m.Worker
 	rec.Channels = m.channels()
-	reg, err := registrar.Register(ctx, f.cli, rec, s.LeaseTTL)
+	reg, err := registrar.Register(ctx, f.cli, rec, s.LeaseTTL, f.log.With("role", role))
 	if err != nil {
 		m.stop()
 		return nil, err

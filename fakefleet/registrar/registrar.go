@@ -11,10 +11,16 @@ package registrar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
+	"log/slog"
+	"maps"
 	"strconv"
+	"sync"
+	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/router/discovery"
@@ -53,13 +59,39 @@ type Channel struct {
 type Registration struct {
 	client *clientv3.Client
 	lease  clientv3.LeaseID
+	ttl    int64
+	log    *slog.Logger
 	cancel context.CancelFunc
-	keys   []string
+
+	// mu guards recs, the records to put again on re-registration
+	// (Readvertise and PutRaw change them while the keeper may read them).
+	mu   sync.Mutex
+	recs map[string][]byte
 }
 
+// Backoff between re-registration attempts during an etcd outage, and the
+// bound on one attempt.
+const (
+	renewBackoffInitial = 100 * time.Millisecond
+	renewBackoffMax     = 2 * time.Second
+	renewTimeout        = 5 * time.Second
+)
+
 // Register grants a lease with ttl seconds, keeps it alive, and puts the
-// worker's Endpoint and Model records under it.
-func Register(ctx context.Context, cli *clientv3.Client, w Worker, ttl int64) (*Registration, error) {
+// worker's Endpoint and Model records under it. log (nil = discard) is
+// told when the keep-alive ends and the worker re-registers.
+//
+// The keep-alive ends when etcd stops answering for longer than the TTL
+// or the lease is revoked behind the worker's back. The worker then
+// re-registers until it succeeds or is killed: it grants its lease again
+// under the same id (etcd accepts a client-chosen id once the old lease
+// is gone), resumes the old lease if etcd still holds it, and puts its
+// records again. Keeping the id keeps the worker's identity: its load and
+// KV events, the frontend emulation and the router's pins all name it.
+func Register(ctx context.Context, cli *clientv3.Client, w Worker, ttl int64, log *slog.Logger) (*Registration, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	grant, err := cli.Grant(ctx, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
@@ -70,19 +102,103 @@ func Register(ctx context.Context, cli *clientv3.Client, w Worker, ttl int64) (*
 		cancel()
 		return nil, fmt.Errorf("keep lease alive: %w", err)
 	}
-	go func() {
-		for range ka { // drain acknowledgements until cancelled
-		}
-	}()
-	r := &Registration{client: cli, lease: grant.ID, cancel: cancel}
+	r := &Registration{client: cli, lease: grant.ID, ttl: ttl, cancel: cancel, recs: map[string][]byte{},
+		log: log.With("instance_id", strconv.FormatUint(uint64(grant.ID), 16))}
+	go r.keep(kaCtx, ka)
 	for key, value := range Records(w, uint64(grant.ID)) {
-		if _, err := cli.Put(ctx, key, string(value), clientv3.WithLease(grant.ID)); err != nil {
+		if err := r.put(ctx, key, value); err != nil {
 			r.Kill()
 			return nil, fmt.Errorf("put %s: %w", key, err)
 		}
-		r.keys = append(r.keys, key)
 	}
 	return r, nil
+}
+
+// keep drains keep-alive acknowledgements and re-registers whenever the
+// keep-alive ends while the registration is live.
+func (r *Registration) keep(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	for {
+		for range ka {
+		}
+		if ctx.Err() != nil || r.client.Ctx().Err() != nil {
+			return // killed or deregistered, or the client was closed
+		}
+		r.log.Warn("fake worker's lease keep-alive ended; re-registering", "ttl_seconds", r.ttl)
+		if ka = r.reregister(ctx); ka == nil {
+			return
+		}
+	}
+}
+
+// reregister retries renew with a doubling backoff until it succeeds
+// (returning the new keep-alive channel) or ctx ends (nil).
+func (r *Registration) reregister(ctx context.Context) <-chan *clientv3.LeaseKeepAliveResponse {
+	delay := renewBackoffInitial
+	for attempt := 1; ; attempt++ {
+		ka, how, err := r.renew(ctx)
+		if err == nil {
+			r.log.Info("fake worker re-registered", "lease", how, "attempts", attempt, "keys", r.keyCount())
+			return ka
+		}
+		if ctx.Err() != nil || r.client.Ctx().Err() != nil {
+			return nil
+		}
+		r.log.Debug("fake worker re-registration failed; retrying", "error", err, "retry_in", delay)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil
+		case <-r.client.Ctx().Done():
+			return nil
+		}
+		delay = min(2*delay, renewBackoffMax)
+	}
+}
+
+// renew makes the lease live again and puts every record under it. how
+// says whether the lease was granted anew or etcd still held it.
+func (r *Registration) renew(ctx context.Context) (ka <-chan *clientv3.LeaseKeepAliveResponse, how string, err error) {
+	actx, cancel := context.WithTimeout(ctx, renewTimeout)
+	defer cancel()
+	how = "new"
+	_, err = clientv3.RetryLeaseClient(r.client).LeaseGrant(actx, &pb.LeaseGrantRequest{TTL: r.ttl, ID: int64(r.lease)})
+	switch {
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist):
+		how = "resumed"
+	case err != nil:
+		return nil, "", fmt.Errorf("grant lease: %w", err)
+	}
+	ka, err = r.client.KeepAlive(ctx, r.lease)
+	if err != nil {
+		return nil, "", fmt.Errorf("keep lease alive: %w", err)
+	}
+	r.mu.Lock()
+	recs := maps.Clone(r.recs)
+	r.mu.Unlock()
+	for key, value := range recs {
+		if _, err := r.client.Put(actx, key, string(value), clientv3.WithLease(r.lease)); err != nil {
+			// The keep-alive runs until ctx ends; the next attempt opens another.
+			return nil, "", fmt.Errorf("put %s: %w", key, err)
+		}
+	}
+	return ka, how, nil
+}
+
+// put writes one record under the lease and remembers it for renewal.
+func (r *Registration) put(ctx context.Context, key string, value []byte) error {
+	if _, err := r.client.Put(ctx, key, string(value), clientv3.WithLease(r.lease)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.recs[key] = value
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Registration) keyCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.recs)
 }
 
 // Readvertise rewrites the worker's records under the same lease (for
@@ -91,25 +207,25 @@ func Register(ctx context.Context, cli *clientv3.Client, w Worker, ttl int64) (*
 func (r *Registration) Readvertise(ctx context.Context, w Worker) error {
 	recs := Records(w, r.InstanceID())
 	for key, value := range recs {
-		if _, err := r.client.Put(ctx, key, string(value), clientv3.WithLease(r.lease)); err != nil {
+		if err := r.put(ctx, key, value); err != nil {
 			return err
 		}
 	}
-	kept := r.keys[:0]
-	for _, key := range r.keys {
-		if _, ok := recs[key]; ok {
-			kept = append(kept, key)
-			continue
+	r.mu.Lock()
+	var gone []string
+	for key := range r.recs {
+		if _, ok := recs[key]; !ok {
+			gone = append(gone, key)
 		}
+	}
+	r.mu.Unlock()
+	for _, key := range gone {
 		if _, err := r.client.Delete(ctx, key); err != nil {
 			return err
 		}
-	}
-	r.keys = kept
-	for key := range recs {
-		if !slices.Contains(r.keys, key) {
-			r.keys = append(r.keys, key)
-		}
+		r.mu.Lock()
+		delete(r.recs, key)
+		r.mu.Unlock()
 	}
 	return nil
 }
@@ -117,11 +233,7 @@ func (r *Registration) Readvertise(ctx context.Context, w Worker) error {
 // PutRaw writes an arbitrary value under the worker's lease (fault
 // injection: a malformed discovery record that dies with the worker).
 func (r *Registration) PutRaw(ctx context.Context, key string, value []byte) error {
-	if _, err := r.client.Put(ctx, key, string(value), clientv3.WithLease(r.lease)); err != nil {
-		return err
-	}
-	r.keys = append(r.keys, key)
-	return nil
+	return r.put(ctx, key, value)
 }
 
 // InstanceID is the worker's id: its lease id.

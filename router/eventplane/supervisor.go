@@ -3,6 +3,7 @@ package eventplane
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -308,7 +309,7 @@ func (s *Supervisor) run(ctx context.Context, sub *subscription, p Policy, rng *
 		}
 		if msg := errText(err); msg != lastErr {
 			lastErr = msg
-			log.Warn("subscription session ended", "error", msg, "session", session)
+			logSessionEnd(log, err, msg, session)
 		}
 		if session >= StableSession {
 			delay = BackoffInitial
@@ -353,6 +354,18 @@ func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (
 		}
 		s.fam.Sink.Deliver(t.Namespace, t.PublisherID, frames, s.clk.Now())
 	}
+}
+
+// logSessionEnd warns about a session that failed. A publisher that
+// closed an established session cleanly is no warning: a departing or
+// restarting worker does that, usually just before its records leave
+// etcd, and the redial's failure is warned about if it does not return.
+func logSessionEnd(log *slog.Logger, err error, msg string, session time.Duration) {
+	if session > 0 && errors.Is(err, io.EOF) {
+		log.Info("subscription closed by its publisher; reconnecting", "session", session)
+		return
+	}
+	log.Warn("subscription session ended", "error", msg, "session", session)
 }
 
 // errText renders an error without peer addresses for logs.

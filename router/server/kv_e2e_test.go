@@ -354,7 +354,7 @@ func TestKVStalePublisherIsCleared(t *testing.T) {
 		Namespace: "dynamo", Component: "backend", WorkerType: "aggregated", Model: "m", BlockSize: 16,
 		TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
 		Channels: []registrar.Channel{{Topic: "kv-events", PublisherID: publisherID, Endpoint: "tcp://" + addr}},
-	}, 5)
+	}, 5, nil)
 	require.NoError(t, err)
 	defer reg.Kill()
 	worker := reg.InstanceID()
@@ -429,7 +429,7 @@ func TestKVReload(t *testing.T) {
 			Namespace: "dynamo", Component: role, WorkerType: role, Model: "m", BlockSize: 16,
 			TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
 			Channels: []registrar.Channel{{Topic: "kv-events", PublisherID: uint64(900 + i), Endpoint: "tcp://127.0.0.1:9"}},
-		}, 5)
+		}, 5, nil)
 		require.NoError(t, err)
 		defer reg.Kill()
 	}
@@ -521,7 +521,7 @@ func TestKVReloadKeepsRecording(t *testing.T) {
 	reg, err := registrar.Register(context.Background(), cli, registrar.Worker{
 		Namespace: "dynamo", Component: "backend", WorkerType: "aggregated", Model: "m", BlockSize: 16,
 		TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
-	}, 5)
+	}, 5, nil)
 	require.NoError(t, err)
 	eventually(t, "the worker with its card", func() bool {
 		s := srv.Discovery().Snapshot()

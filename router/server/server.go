@@ -373,6 +373,7 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())

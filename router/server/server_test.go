@@ -102,7 +102,7 @@ func TestServerWithEmbeddedEtcd(t *testing.T) {
 	reg, err := registrar.Register(context.Background(), cli, registrar.Worker{
 		Namespace: "dynamo", Component: "prefill", WorkerType: "prefill", Model: "m", BlockSize: 16,
 		TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
-	}, 2)
+	}, 2, nil)
 	require.NoError(t, err)
 	// Endpoint and card are separate puts: wait for the card to have joined.
 	eventually(t, "the worker with its card", func() bool {
@@ -166,7 +166,7 @@ func TestLoadSignalsEndToEnd(t *testing.T) {
 		Namespace: "dynamo", Component: "decode", WorkerType: "decode", Model: "m", BlockSize: 16,
 		TotalKVBlocks: 64, MaxNumBatchedTokens: 512, MaxNumSeqs: 4, ContextLength: 1024, Transport: "127.0.0.1:9/x",
 		Channels: []registrar.Channel{{Topic: "kv_metrics", PublisherID: publisherID, Endpoint: "tcp://" + pubAddr}},
-	}, 2)
+	}, 2, nil)
 	require.NoError(t, err)
 	worker := reg.InstanceID()
 

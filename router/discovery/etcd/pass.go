@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -16,9 +17,10 @@ import (
 // unreachable member with auth configured fails the pass well within it.
 const dialTimeout = 10 * time.Second
 
-// pass runs one get-then-watch cycle and reports why it ended. Every
-// goroutine it starts has exited when it returns.
-func (w *Watcher) pass(ctx context.Context) passEnd {
+// pass runs one get-then-watch cycle and reports why it ended; dials
+// makes its connections and keeps their errors. Every goroutine it starts
+// has exited when it returns.
+func (w *Watcher) pass(ctx context.Context, dials *dialErrors) passEnd {
 	w.mu.Lock()
 	w.status.Passes++
 	w.mu.Unlock()
@@ -28,7 +30,7 @@ func (w *Watcher) pass(ctx context.Context) passEnd {
 	passCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	cli, err := w.dial(passCtx)
+	cli, err := w.dial(passCtx, dials)
 	if err != nil {
 		return failed("connect", err, false)
 	}
@@ -72,8 +74,8 @@ func cause(ctx context.Context, err error) error {
 	return c
 }
 
-// dial makes the pass's client.
-func (w *Watcher) dial(ctx context.Context) (*clientv3.Client, error) {
+// dial makes the pass's client, connecting through dials.
+func (w *Watcher) dial(ctx context.Context, dials *dialErrors) (*clientv3.Client, error) {
 	tc, err := w.cfg.tlsConfig()
 	if err != nil {
 		return nil, safef("tls: %v", err)
@@ -92,7 +94,8 @@ func (w *Watcher) dial(ctx context.Context) (*clientv3.Client, error) {
 		Password:             w.cfg.Password,
 		Context:              ctx,
 		// clientv3's own retry chatter would duplicate the pass-level log.
-		Logger: zap.NewNop(),
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dials.dial)},
 	})
 }
 

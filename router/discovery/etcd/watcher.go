@@ -83,20 +83,30 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	b := newBackoff(w.cfg.BackoffInitial, w.cfg.BackoffMax)
 	for {
-		end := w.pass(ctx)
+		var dials dialErrors
+		end := w.pass(ctx, &dials)
 		if ctx.Err() != nil {
 			return nil
 		}
 		w.count(end.kind)
 		delay := b.next(end.openFor)
 		w.noteEnd(end)
-		w.log.Warn("etcd discovery pass ended",
-			"kind", end.kind, "stage", end.stage, "error", end.err,
-			"open_for", end.openFor, "retry_in", delay)
+		w.logEnd(end, dials.summary(), delay)
 		if !clock.Sleep(w.clk, delay, ctx.Done()) {
 			return nil
 		}
 	}
+}
+
+// logEnd warns that a pass ended, naming the endpoints and, when a
+// connection could not be made, why: gRPC itself reports only a state.
+func (w *Watcher) logEnd(end passEnd, dialErr string, retryIn time.Duration) {
+	attrs := []any{"endpoints", w.cfg.Endpoints, "kind", end.kind, "stage", end.stage, "error", end.err}
+	if dialErr != "" && end.kind != KindCompacted {
+		attrs = append(attrs, "dial_error", dialErr)
+	}
+	attrs = append(attrs, "open_for", end.openFor, "retry_in", retryIn)
+	w.log.Warn("etcd discovery pass ended", attrs...)
 }
 
 // Status returns a copy of the current status.
