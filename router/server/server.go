@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
 
@@ -74,6 +75,7 @@ type Server struct {
 	http      *http.Server
 	listener  net.Listener
 	rec       *recording
+	reloads   *prometheus.CounterVec // switchyard_config_reloads_total
 	closeOnce sync.Once
 }
 
@@ -116,6 +118,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
+	s.reloads = newReloadCounter(s.metrics.Registry)
 
 	if err := s.startEmbeddedEtcd(cfg); err != nil {
 		return nil, err
