@@ -42,6 +42,7 @@ FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) ./router/discovery/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./router/config/
+	$(GO) test -run '^$$' -fuzz FuzzFleetFile -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./cmd/switchyard/
 	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) ./router/eventplane/msgpack/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./router/eventplane/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) ./router/load/
