@@ -52,6 +52,7 @@ FUZZMINTIME ?= 5s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discovery/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
+	$(GO) test -run '^$$' -fuzz FuzzFleetFile -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./cmd/switchyard/
 	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/msgpack/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/

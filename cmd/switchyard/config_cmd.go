@@ -22,32 +22,87 @@ func newConfigCmd() *cobra.Command {
 }
 
 func newConfigValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var kind string
+	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Report every error and warning in a configuration file",
 		Long: "Parses FILE (expanding ${VAR} from the environment), prints each warning\n" +
-			"and error with the field it concerns, and exits 1 if there is any error.",
+			"and error with the field it concerns, and exits 1 if there is any error.\n" +
+			"FILE is a router configuration (serve) or a fake-fleet file (fleet); --kind auto\n" +
+			"tells them apart by their top-level keys.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			c, err := loadConfig(out, args[0])
+			out, path := cmd.OutOrStdout(), args[0]
+			k, err := fileKind(path, kind)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if k == kindFleet {
+				return validateFleetFile(out, path)
+			}
+			c, err := loadConfig(out, path)
 			if err != nil {
 				return err
 			}
 			errs, warns := c.Validate()
-			for _, w := range warns {
-				fmt.Fprintln(out, "warning:", w)
-			}
-			for _, e := range errs {
-				fmt.Fprintln(out, "error:", e)
-			}
-			if len(errs) > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%s: %d configuration errors", args[0], len(errs))}
-			}
-			fmt.Fprintf(out, "config OK (%d warnings)\n", len(warns))
-			return nil
+			return reportIssues(out, path, "config", errs, warns)
 		},
 	}
+	cmd.Flags().StringVar(&kind, "kind", kindAuto, "the kind of FILE: auto, router (serve --config) or fleet (fleet --config)")
+	return cmd
+}
+
+// Kinds of configuration file config validate knows.
+const (
+	kindAuto   = "auto"
+	kindRouter = "router"
+	kindFleet  = "fleet"
+)
+
+// fileKind resolves --kind: auto reads the file's top-level keys, and
+// anything that is not clearly a fleet file is checked as a router one.
+func fileKind(path, kind string) (string, error) {
+	switch kind {
+	case kindRouter, kindFleet:
+		return kind, nil
+	case kindAuto:
+	default:
+		return "", fmt.Errorf("--kind must be auto, router or fleet, not %q", kind)
+	}
+	data, err := config.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	keys, err := config.TopLevelKeys(data)
+	if err == nil && looksLikeFleetFile(keys) {
+		return kindFleet, nil
+	}
+	return kindRouter, nil // parse errors are reported by the router loader
+}
+
+// validateFleetFile is config validate for a fleet file.
+func validateFleetFile(out io.Writer, path string) error {
+	ff, err := loadFleetFile(path)
+	if err != nil {
+		return parseFailure(out, path, err)
+	}
+	errs, warns := ff.validate()
+	return reportIssues(out, path, "fleet config", errs, warns)
+}
+
+// reportIssues prints warnings then errors, and the verdict.
+func reportIssues(out io.Writer, path, what string, errs, warns []config.Issue) error {
+	for _, w := range warns {
+		fmt.Fprintln(out, "warning:", w)
+	}
+	for _, e := range errs {
+		fmt.Fprintln(out, "error:", e)
+	}
+	if len(errs) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%s: %d configuration errors", path, len(errs))}
+	}
+	fmt.Fprintf(out, "%s OK (%d warnings)\n", what, len(warns))
+	return nil
 }
 
 func newConfigShowCmd() *cobra.Command {
@@ -74,15 +129,21 @@ func newConfigShowCmd() *cobra.Command {
 // an "error:" line, like validation errors, and returns an exit status 1.
 func loadConfig(out io.Writer, path string) (*config.Config, error) {
 	c, err := config.Load(path)
-	if err == nil {
-		return c, nil
+	if err != nil {
+		return nil, parseFailure(out, path, err)
 	}
+	return c, nil
+}
+
+// parseFailure prints a *config.ParseError's problems as "error:" lines;
+// every failure becomes exit status 1.
+func parseFailure(out io.Writer, path string, err error) error {
 	var pe *config.ParseError
 	if !errors.As(err, &pe) {
-		return nil, &exitError{code: 1, err: err}
+		return &exitError{code: 1, err: err}
 	}
 	for _, fe := range pe.Errors {
 		fmt.Fprintln(out, "error:", fe)
 	}
-	return nil, &exitError{code: 1, err: fmt.Errorf("%s: %d errors while reading the file", path, len(pe.Errors))}
+	return &exitError{code: 1, err: fmt.Errorf("%s: %d errors while reading the file", path, len(pe.Errors))}
 }

@@ -131,3 +131,58 @@ func expectedPath(t *testing.T, file string) string {
 	require.True(t, ok)
 	return strings.TrimSpace(path)
 }
+
+// config validate recognises a fleet file and checks it with the fleet
+// loader, not as a router file with ten unknown fields.
+func TestConfigValidateFleetFile(t *testing.T) {
+	out, err := run(t, "config", "validate", "../../deploy/config/fleet.yaml")
+	require.NoError(t, err, out)
+	assert.Equal(t, "fleet config OK (0 warnings)\n", out)
+
+	bad := filepath.Join(t.TempDir(), "fleet.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nfrontend: nowhere\nworkers: {prefill: -1, decode: 1}\ncard: {block_size: -16}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	requireExit1(t, err)
+	for _, want := range []string{
+		"error: etcd.endpoints: at least one",
+		"error: frontend: must be host:port",
+		"error: workers.prefill: must be between 0 and 256, got -1",
+		"error: card.block_size: must not be negative",
+	} {
+		assert.Contains(t, out, want)
+	}
+
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nworkers: {prefill: 200, decode: 9223372036854775807}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	requireExit1(t, err)
+	assert.Contains(t, out, "error: workers.decode: must be between 0 and 256")
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nworkers: {prefill: 200, decode: 200}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	requireExit1(t, err)
+	assert.Contains(t, out, "error: workers: at most 256 workers in all, got 400")
+
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\ncard: {blocksize: 16}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	requireExit1(t, err)
+	assert.Contains(t, out, "error: card.blocksize (line 2): unknown field")
+
+	out, err = run(t, "config", "validate", "--kind", "router", "../../deploy/config/fleet.yaml")
+	requireExit1(t, err)
+	assert.Contains(t, out, "error: workers (line 8): unknown field")
+
+	_, err = run(t, "config", "validate", "--kind", "scenario", "../../deploy/config/fleet.yaml")
+	requireExit1(t, err)
+	assert.ErrorContains(t, err, "--kind must be auto, router or fleet")
+}
+
+// A router file is never taken for a fleet file, even with a stray key
+// the fleet file also has.
+func TestConfigValidateAutoKind(t *testing.T) {
+	assert.True(t, looksLikeFleetFile([]string{"etcd", "model"}))
+	assert.False(t, looksLikeFleetFile([]string{"dynamo", "model"}))
+	assert.False(t, looksLikeFleetFile(nil))
+	assert.False(t, looksLikeFleetFile([]string{"nonsense"}))
+	out, err := run(t, "config", "validate", testdata+"minimal.yaml")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `(^|\n)config OK \(`, out)
+}

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -12,47 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"gopkg.in/yaml.v3"
 
 	"switchyard/fakefleet/fleet"
 	"switchyard/fakefleet/publish"
 )
 
 func init() { register(newFleetCmd) }
-
-// fleetFile is the fleet command's configuration.
-type fleetFile struct {
-	Etcd struct {
-		Endpoints []string `yaml:"endpoints"`
-	} `yaml:"etcd"`
-	// Frontend is where the direct-mode frontend emulation (and the fault
-	// API under /fleet/) listens.
-	Frontend  string `yaml:"frontend"`
-	Namespace string `yaml:"namespace"`
-	Model     string `yaml:"model"`
-	Workers   struct {
-		Prefill    int `yaml:"prefill"`
-		Decode     int `yaml:"decode"`
-		Aggregated int `yaml:"aggregated"`
-	} `yaml:"workers"`
-	Card struct {
-		BlockSize           int `yaml:"block_size"`
-		TotalKVBlocks       int `yaml:"total_kv_blocks"`
-		MaxNumBatchedTokens int `yaml:"max_num_batched_tokens"`
-		MaxNumSeqs          int `yaml:"max_num_seqs"`
-		ContextLength       int `yaml:"context_length"`
-		DPSize              int `yaml:"data_parallel_size"`
-	} `yaml:"card"`
-	SpeedupRatio float64 `yaml:"speedup_ratio"`
-	LeaseTTL     int64   `yaml:"lease_ttl_seconds"`
-	// PublishSchedulerFields adds active_decode_blocks and
-	// active_prefill_tokens to the published ActiveLoad (dynamo.vllm 1.4.2
-	// sends only kv_used_blocks).
-	PublishSchedulerFields bool `yaml:"publish_scheduler_fields"`
-	// SimpleWorkers runs fakefleet/worker instead of the engine model (no
-	// KV events, no prefix cache).
-	SimpleWorkers bool `yaml:"simple_workers"`
-}
 
 func newFleetCmd() *cobra.Command {
 	var (
@@ -68,47 +34,22 @@ func newFleetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := os.ReadFile(path)
+			ff, err := loadFleetFile(path)
 			if err != nil {
-				return err
+				return &exitError{1, err}
 			}
-			var ff fleetFile
-			dec := yaml.NewDecoder(bytes.NewReader(raw))
-			dec.KnownFields(true)
-			if err := dec.Decode(&ff); err != nil {
-				return &exitError{1, fmt.Errorf("%s: %w", path, err)}
-			}
-			if len(ff.Etcd.Endpoints) == 0 || ff.Model == "" || ff.Frontend == "" {
-				return &exitError{1, fmt.Errorf("%s: etcd.endpoints, model and frontend are required", path)}
+			if errs, _ := ff.validate(); len(errs) > 0 {
+				return &exitError{1, fmt.Errorf("%s: %s (switchyard config validate lists every problem)", path, errs[0])}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cli, err := clientv3.New(clientv3.Config{Endpoints: ff.Etcd.Endpoints, DialTimeout: 10 * time.Second})
+			rf, err := startFleet(ctx, ff, log)
 			if err != nil {
 				return err
 			}
-			defer cli.Close()
-			l, err := net.Listen("tcp", ff.Frontend)
-			if err != nil {
-				return err
-			}
-			fl, err := fleet.Start(ctx, cli, fleet.Spec{Namespace: ff.Namespace, Model: ff.Model,
-				Prefill: ff.Workers.Prefill, Decode: ff.Workers.Decode, Aggregated: ff.Workers.Aggregated,
-				BlockSize: ff.Card.BlockSize, TotalKVBlocks: ff.Card.TotalKVBlocks, MaxNumBatchedTokens: ff.Card.MaxNumBatchedTokens,
-				MaxNumSeqs: ff.Card.MaxNumSeqs, ContextLength: ff.Card.ContextLength, DPSize: ff.Card.DPSize,
-				SpeedupRatio: ff.SpeedupRatio, LeaseTTL: ff.LeaseTTL, Engine: !ff.SimpleWorkers,
-				Fields: publish.Fields{ActiveDecodeBlocks: ff.PublishSchedulerFields, ActivePrefillTokens: ff.PublishSchedulerFields},
-			}, log.With("component", "fleet"))
-			if err != nil {
-				l.Close()
-				return err
-			}
-			defer fl.Close()
-			srv := &http.Server{Handler: fl.Handler(log), ReadHeaderTimeout: 10 * time.Second}
-			go srv.Serve(l)
-			defer srv.Close()
+			defer rf.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake fleet: %d workers serving %s; frontend http://%s (faults under /fleet/)\n",
-				len(fl.Members()), ff.Model, l.Addr())
+				len(rf.fleet.Members()), ff.Model, rf.Addr())
 			<-ctx.Done()
 			return nil
 		},
@@ -117,4 +58,52 @@ func newFleetCmd() *cobra.Command {
 	_ = cmd.MarkFlagRequired("config")
 	logs.add(cmd)
 	return cmd
+}
+
+// runningFleet is a fleet file brought up: the workers, registered in
+// etcd, and the frontend emulation serving on its listener.
+type runningFleet struct {
+	cli      *clientv3.Client
+	fleet    *fleet.Fleet
+	listener net.Listener
+	http     *http.Server
+}
+
+// startFleet registers ff's workers in its etcd and serves the frontend
+// emulation on ff.Frontend. The caller owns Close.
+func startFleet(ctx context.Context, ff *fleetFile, log *slog.Logger) (*runningFleet, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: ff.Etcd.Endpoints, DialTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", ff.Frontend)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	fl, err := fleet.Start(ctx, cli, fleet.Spec{Namespace: ff.Namespace, Model: ff.Model,
+		Prefill: ff.Workers.Prefill, Decode: ff.Workers.Decode, Aggregated: ff.Workers.Aggregated,
+		BlockSize: ff.Card.BlockSize, TotalKVBlocks: ff.Card.TotalKVBlocks, MaxNumBatchedTokens: ff.Card.MaxNumBatchedTokens,
+		MaxNumSeqs: ff.Card.MaxNumSeqs, ContextLength: ff.Card.ContextLength, DPSize: ff.Card.DPSize,
+		SpeedupRatio: ff.SpeedupRatio, LeaseTTL: ff.LeaseTTL, Engine: !ff.SimpleWorkers,
+		Fields: publish.Fields{ActiveDecodeBlocks: ff.PublishSchedulerFields, ActivePrefillTokens: ff.PublishSchedulerFields},
+	}, log.With("component", "fleet"))
+	if err != nil {
+		l.Close()
+		cli.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: fl.Handler(log), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	return &runningFleet{cli: cli, fleet: fl, listener: l, http: srv}, nil
+}
+
+// Addr is where the frontend emulation listens.
+func (r *runningFleet) Addr() string { return r.listener.Addr().String() }
+
+// Close stops serving, then the workers (revoking their leases).
+func (r *runningFleet) Close() {
+	r.http.Close()
+	r.fleet.Close()
+	r.cli.Close()
 }

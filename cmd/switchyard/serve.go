@@ -7,12 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"switchyard/router/config"
-	"switchyard/router/config/filewatch"
 	"switchyard/router/server"
 )
 
@@ -52,7 +50,9 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve --config FILE [--record FILE]",
 		Short: "Run the router: discovery, metrics and the admin API",
 		Long: "Run the router with the configuration in FILE. The file is watched: a valid\n" +
-			"change is applied live, an invalid one is logged and the running configuration kept.\n" +
+			"change is applied live; an invalid one, an empty file, or one that would remove\n" +
+			"every backend, disable Dynamo or switch the admin API off is logged and the\n" +
+			"running configuration kept (restart with such a file to apply it).\n" +
 			"--record FILE records every input and decision of the routing core to SQLite;\n" +
 			"`switchyard replay FILE` checks it.",
 		Args: cobra.NoArgs,
@@ -82,15 +82,7 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {
-				err := filewatch.Watch(ctx, path, 250*time.Millisecond, func([]byte) {
-					next, err := config.Load(path)
-					if err != nil {
-						log.Error("config reload rejected; keeping the running configuration", "error", err)
-						return
-					}
-					_ = srv.Reload(next)
-				})
-				if err != nil {
+				if err := srv.WatchConfigFile(ctx, path); err != nil {
 					log.Warn("config file is not watched; reloads need a restart", "error", err)
 				}
 			}()

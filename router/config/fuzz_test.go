@@ -19,7 +19,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("backends: [{name: ${X:-}}]\n"))
 	env := envOf(map[string]string{"X": "1", "ETCD_PASSWORD": "p", "ADMIN_TOKEN": "t"})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		empty := IsEmpty(data)
+		_, _ = TopLevelKeys(data)
 		c, err := Parse(data, env)
+		if empty && err != nil {
+			t.Fatalf("an empty document must parse: %v", err)
+		}
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error message")

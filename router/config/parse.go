@@ -58,6 +58,20 @@ func (e *ParseError) Error() string {
 // Load reads and parses the file at path, expanding ${VAR} from the
 // process environment.
 func Load(path string) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ReadFile reads a configuration file, stopping one byte past the size
+// ceiling so that Parse refuses a larger file without it being read whole.
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -67,11 +81,18 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	c, err := Parse(data, os.LookupEnv)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	return data, nil
+}
+
+// TopLevelFields lists the keys a router configuration may have at its
+// top level.
+func TopLevelFields() []string {
+	t := reflect.TypeFor[Config]()
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		out = append(out, strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0])
 	}
-	return c, nil
+	return out
 }
 
 // Parse decodes one YAML document over the defaults. Unknown keys, type
@@ -79,30 +100,87 @@ func Load(path string) (*Config, error) {
 // a *ParseError. lookupEnv resolves variables; nil means none are set.
 // Parse does not validate: call Validate on the result.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	if len(data) > maxDocumentBytes {
-		return nil, &ParseError{[]FieldError{{Message: fmt.Sprintf("file is larger than %d bytes", maxDocumentBytes)}}}
+	c := Default()
+	if err := ParseInto(data, c, lookupEnv); err != nil {
+		return nil, err
+	}
+	c.fillElementDefaults()
+	return c, nil
+}
+
+// ParseInto decodes one YAML document into v, a pointer to a struct whose
+// fields carry yaml tags, under Parse's rules: strict keys, every problem
+// at its dotted path in a *ParseError, ${VAR} expansion, the size and
+// alias ceilings. Fields the document leaves out keep v's values, so v
+// carries the defaults. Other files of the project (the fake fleet's)
+// are read this way too, and report problems like the router's.
+func ParseInto(data []byte, v any, lookupEnv func(string) (string, bool)) error {
+	top, err := topNode(data)
+	if err != nil {
+		return err
+	}
+	if top == nil {
+		return nil
 	}
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	d := decoder{lookupEnv: lookupEnv, budget: maxNodeVisits}
+	d.value(top, reflect.ValueOf(v).Elem(), "")
+	if len(d.errs) > 0 {
+		return &ParseError{d.problems()}
+	}
+	return nil
+}
+
+// topNode parses data and returns its top-level mapping, or nil for a
+// document with no content (empty, blank, comments only, or null).
+func topNode(data []byte) (*yaml.Node, error) {
+	if len(data) > maxDocumentBytes {
+		return nil, &ParseError{[]FieldError{{Message: fmt.Sprintf("file is larger than %d bytes", maxDocumentBytes)}}}
 	}
 	root, err := parseNode(data)
 	if err != nil {
 		return nil, &ParseError{[]FieldError{{Message: err.Error()}}}
 	}
-	c := Default()
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		top := resolveAlias(root.Content[0])
-		if !isNull(top) && top.Kind != yaml.MappingNode {
-			return nil, &ParseError{[]FieldError{{Line: top.Line, Message: "the top level must be a mapping, got a " + kindName(top)}}}
-		}
-		d := decoder{lookupEnv: lookupEnv, budget: maxNodeVisits}
-		d.value(top, reflect.ValueOf(c).Elem(), "")
-		if len(d.errs) > 0 {
-			return nil, &ParseError{d.problems()}
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil, nil
+	}
+	top := resolveAlias(root.Content[0])
+	if isNull(top) {
+		return nil, nil
+	}
+	if top.Kind != yaml.MappingNode {
+		return nil, &ParseError{[]FieldError{{Line: top.Line, Message: "the top level must be a mapping, got a " + kindName(top)}}}
+	}
+	return top, nil
+}
+
+// IsEmpty reports whether data is a document with no content: empty,
+// whitespace or comments only, or a bare null. Parse reads such a file
+// as all defaults; a reload refuses it (see reload guards).
+func IsEmpty(data []byte) bool {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return true // YAML refuses tabs, but blank is blank
+	}
+	top, err := topNode(data)
+	return err == nil && top == nil
+}
+
+// TopLevelKeys lists the keys of data's top-level mapping, in file order
+// (nil for an empty document), to tell kinds of files apart.
+func TopLevelKeys(data []byte) ([]string, error) {
+	top, err := topNode(data)
+	if err != nil || top == nil {
+		return nil, err
+	}
+	var keys []string
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if k := resolveAlias(top.Content[i]); k.Kind == yaml.ScalarNode {
+			keys = append(keys, k.Value)
 		}
 	}
-	c.fillElementDefaults()
-	return c, nil
+	return keys, nil
 }
 
 // parseNode parses exactly one YAML document into a node tree.

@@ -277,3 +277,52 @@ func TestLoadReadsFileAndNamesIt(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "testdata/invalid_unknown_field.yaml: ")
 }
+
+func TestParseIntoDecodesAnyTaggedStruct(t *testing.T) {
+	var v struct {
+		Name  string   `yaml:"name"`
+		Count int      `yaml:"count"`
+		Tags  []string `yaml:"tags"`
+		Inner struct {
+			On bool `yaml:"on"`
+		} `yaml:"inner"`
+	}
+	v.Count = 7 // a default the document leaves alone
+	env := envOf(map[string]string{"N": "x"})
+	require.NoError(t, ParseInto([]byte("name: ${N}\ntags: [a]\ninner: {on: true}\n"), &v, env))
+	assert.Equal(t, "x", v.Name)
+	assert.Equal(t, 7, v.Count)
+	assert.Equal(t, []string{"a"}, v.Tags)
+	assert.True(t, v.Inner.On)
+
+	err := ParseInto([]byte("nme: a\ninner: {of: 1}\ncount: many\n"), &v, env)
+	var pe *ParseError
+	require.ErrorAs(t, err, &pe)
+	var paths []string
+	for _, fe := range pe.Errors {
+		paths = append(paths, fe.Path)
+	}
+	assert.Equal(t, []string{"nme", "inner.of", "count"}, paths)
+}
+
+func TestIsEmpty(t *testing.T) {
+	for _, doc := range []string{"", "  \n\t\n", "# only a comment\n\n# another\n", "~\n", "---\n", "null"} {
+		assert.True(t, IsEmpty([]byte(doc)), "%q", doc)
+	}
+	for _, doc := range []string{"a: 1\n", "dynamo:\n", "[1]", "a: [\n"} {
+		assert.False(t, IsEmpty([]byte(doc)), "%q", doc)
+	}
+}
+
+func TestTopLevelKeys(t *testing.T) {
+	keys, err := TopLevelKeys([]byte("model: m\n# c\netcd: {endpoints: []}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"model", "etcd"}, keys)
+	keys, err = TopLevelKeys(nil)
+	require.NoError(t, err)
+	assert.Empty(t, keys)
+	_, err = TopLevelKeys([]byte("- a\n"))
+	assert.Error(t, err)
+	assert.Contains(t, TopLevelFields(), "dynamo")
+	assert.Len(t, TopLevelFields(), 7)
+}

@@ -137,3 +137,43 @@ func TestReloadActionString(t *testing.T) {
 		assert.Equal(t, s, a.String())
 	}
 }
+
+func TestReloadRefusal(t *testing.T) {
+	on := func() *Config {
+		c := Default()
+		c.Dynamo.Enabled = true
+		c.Admin.Token = "admin-token-0123456789"
+		c.Backends = []Backend{DefaultBackend()}
+		return c
+	}
+	cases := []struct {
+		name   string
+		old    func() *Config
+		mutate func(*Config)
+		want   string
+	}{
+		{"same", on, func(*Config) {}, ""},
+		{"token changed", on, func(c *Config) { c.Admin.Token = "another-token-0123456789" }, ""},
+		{"a backend removed of two", func() *Config { c := on(); c.Backends = append(c.Backends, DefaultBackend()); return c },
+			func(c *Config) { c.Backends = c.Backends[:1] }, ""},
+		{"every backend removed", on, func(c *Config) { c.Backends = nil }, "removes every backend"},
+		{"dynamo disabled", on, func(c *Config) { c.Dynamo.Enabled = false }, "disables Dynamo"},
+		{"admin switched off", on, func(c *Config) { c.Admin.Token = "" }, "admin API off"},
+		{"all defaults", on, func(c *Config) { *c = *Default() }, "removes every backend"},
+		{"off stays off", Default, func(*Config) {}, ""},
+		{"turning things on", Default, func(c *Config) { *c = *on() }, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := tc.old()
+			next := old.Clone()
+			tc.mutate(next)
+			got := ReloadRefusal(old, next)
+			if tc.want == "" {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, tc.want)
+			}
+		})
+	}
+}

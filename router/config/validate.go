@@ -38,6 +38,8 @@ func (k *checker) admin(c *Config) {
 		k.err("admin.token", "must not be only whitespace (an unset ${VAR:-} default?)")
 	case strings.ContainsFunc(t, isSpaceOrControl):
 		k.err("admin.token", "must not contain whitespace or control characters; a bearer token cannot carry them")
+	case len(t) < minKeyLength:
+		k.warn("admin.token", "shorter than %d characters: easy to guess, and it guards the admin API and pprof", minKeyLength)
 	}
 }
 

@@ -117,6 +117,10 @@ func backendURLProblem(s string) string {
 	if u.Hostname() == "" {
 		return "must name a host"
 	}
+	if u.User != nil {
+		// Backend URLs appear in logs, config readbacks and the admin API.
+		return "must not carry credentials (user:pass@): backend URLs are shown in logs and readbacks"
+	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return "must not have a query string or fragment"
 	}

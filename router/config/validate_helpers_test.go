@@ -14,7 +14,7 @@ import (
 // one shim replica in front of an in-cluster etcd.
 func validBase() *Config {
 	c := Default()
-	c.Admin.Token = "s3cret"
+	c.Admin.Token = "s3cret-admin-token-0123"
 	c.Backends = []Backend{backend("frontend", "http://frontend:8000")}
 	c.DisaggregatedServing.Enabled = true
 	c.Dynamo.Enabled = true

@@ -95,6 +95,39 @@ func (k *checker) shim(c *Config) {
 		}
 		k.warn(p, "shim replicas are listed but %s false: no request will be pinned through them", off)
 	}
+	k.shimServes(c, byName)
+}
+
+// shimServes warns when Dynamo is on but what it discovers cannot be
+// served. Discovered workers are reached only by pinning through their
+// namespace's shim pool, so statically a namespace's models are servable
+// when its pool has an enabled backend (disaggregated_serving.enabled is
+// checked above, next to the replicas it concerns).
+func (k *checker) shimServes(c *Config, byName map[string]Backend) {
+	const p = "dynamo.shim"
+	s := c.Dynamo.Shim
+	if !c.Dynamo.Enabled {
+		return
+	}
+	if len(s.Backends) == 0 && len(s.Pools) == 0 {
+		k.warn(p, "dynamo.enabled is true but no shim backend is listed: models of discovered workers cannot be served; "+
+			"add a backend for the direct-mode frontend, list it in dynamo.shim.backends and set disaggregated_serving.enabled")
+		return
+	}
+	anyEnabled := func(names []string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { b, ok := byName[n]; return ok && b.IsEnabled() })
+	}
+	if len(s.Pools) == 0 {
+		if !anyEnabled(s.Backends) {
+			k.warn(p+".backends", "no listed backend is enabled: models of discovered workers cannot be served")
+		}
+		return
+	}
+	for i, pool := range s.Pools {
+		if len(pool.Backends) > 0 && !anyEnabled(pool.Backends) {
+			k.warn(index(p+".pools", i)+".backends", "no listed backend is enabled: models discovered in namespace %q cannot be served", pool.Namespace)
+		}
+	}
 }
 
 // replicaList checks a list of shim replicas, which must be configured

@@ -22,6 +22,8 @@ func TestValidateServerAdminBackends(t *testing.T) {
 		{"admin token empty", func(c *Config) { c.Admin.Token = "" }, wantWarn, "admin.token", "admin API disabled"},
 		{"admin token whitespace", func(c *Config) { c.Admin.Token = "   " }, wantErr, "admin.token", "whitespace"},
 		{"admin token inner space", func(c *Config) { c.Admin.Token = "a b" }, wantErr, "admin.token", "whitespace"},
+		{"admin token short", func(c *Config) { c.Admin.Token = "change-me" }, wantWarn, "admin.token", "shorter than 16"},
+		{"admin token sixteen", func(c *Config) { c.Admin.Token = strings.Repeat("t", 16) }, wantOK, "admin.token", "shorter"},
 
 		{"backend name empty", func(c *Config) { c.Backends[0].Name = "" }, wantErr, "backends[0].name", "empty"},
 		{"backend name spaces", func(c *Config) { c.Backends[0].Name = "a b" }, wantErr, "backends[0].name", "whitespace"},
@@ -32,6 +34,8 @@ func TestValidateServerAdminBackends(t *testing.T) {
 		{"backend url scheme", func(c *Config) { c.Backends[0].URL = "ftp://f:21" }, wantErr, "backends[0].url", "http"},
 		{"backend url no host", func(c *Config) { c.Backends[0].URL = "http://" }, wantErr, "backends[0].url", "host"},
 		{"backend url query", func(c *Config) { c.Backends[0].URL = "http://f:1/?a=b" }, wantErr, "backends[0].url", "query"},
+		{"backend url password", func(c *Config) { c.Backends[0].URL = "http://u:p@f:1" }, wantErr, "backends[0].url", "credentials"},
+		{"backend url user", func(c *Config) { c.Backends[0].URL = "https://u@f:1/v1" }, wantErr, "backends[0].url", "credentials"},
 		{"backend url garbage", func(c *Config) { c.Backends[0].URL = "http://f:port" }, wantErr, "backends[0].url", "valid URL"},
 		{"backend role prefill", func(c *Config) { c.Backends[0].Role = RolePrefill }, wantOK, "", ""},
 		{"backend role", func(c *Config) { c.Backends[0].Role = "both" }, wantErr, "backends[0].role", "unified"},
@@ -337,6 +341,11 @@ func TestValidateShim(t *testing.T) {
 		{"listed while dynamo disabled", func(c *Config) { c.Dynamo.Enabled = false }, wantWarn, p, "dynamo.enabled is false"},
 		{"listed while disaggregation disabled", func(c *Config) { c.DisaggregatedServing.Enabled = false }, wantWarn, p, "disaggregated_serving.enabled is false"},
 		{"listed while both enabled", nil, wantOK, p, "is false"},
+		{"dynamo without shim", func(c *Config) { c.Dynamo.Shim.Backends = nil }, wantWarn, p, "no shim backend is listed"},
+		{"dynamo with shim", nil, wantOK, p, "no shim backend"},
+		{"no shim while dynamo disabled", func(c *Config) { c.Dynamo.Enabled, c.Dynamo.Shim.Backends = false, nil }, wantOK, p, "no shim backend"},
+		{"every replica disabled", func(c *Config) { c.Backends[0].Enabled = ptr(false) }, wantWarn, p + ".backends", "cannot be served"},
+		{"a pool with every replica disabled", func(c *Config) { twoNamespaces(c); c.Backends[1].Enabled = ptr(false) }, wantWarn, p + ".pools[1].backends", `namespace "canary" cannot be served`},
 		{"backends and pools", func(c *Config) {
 			c.Dynamo.Shim.Pools = []ShimPool{{Namespace: "dynamo", Backends: []string{"frontend"}}}
 		}, wantErr, p, "not both"},

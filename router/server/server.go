@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
 
@@ -74,6 +75,8 @@ type Server struct {
 	http      *http.Server
 	listener  net.Listener
 	rec       *recording
+	reloads   *prometheus.CounterVec // switchyard_config_reloads_total
+	unserved  *unservedModels
 	closeOnce sync.Once
 }
 
@@ -116,6 +119,8 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
+	s.reloads = newReloadCounter(s.metrics.Registry)
+	s.unserved = newUnservedModels(s.metrics.Registry)
 
 	if err := s.startEmbeddedEtcd(cfg); err != nil {
 		return nil, err
@@ -223,6 +228,7 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 		for {
 			changed := reg.Changed()
 			snap := reg.Snapshot()
+			s.warnUnserved(snap)
 			if s.rec == nil {
 				s.loads.SetLive(snap)
 				s.tracker.SetLive(snap)

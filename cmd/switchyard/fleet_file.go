@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+
+	"switchyard/router/config"
+)
+
+// fleetFile is the fleet command's configuration. It is read with the
+// router configuration's decoder (config.ParseInto): strict keys, problems
+// at their field paths, ${VAR} references.
+type fleetFile struct {
+	Etcd struct {
+		Endpoints []string `yaml:"endpoints"`
+	} `yaml:"etcd"`
+	// Frontend is where the direct-mode frontend emulation (and the fault
+	// API under /fleet/) listens.
+	Frontend  string `yaml:"frontend"`
+	Namespace string `yaml:"namespace"`
+	Model     string `yaml:"model"`
+	Workers   struct {
+		Prefill    int `yaml:"prefill"`
+		Decode     int `yaml:"decode"`
+		Aggregated int `yaml:"aggregated"`
+	} `yaml:"workers"`
+	Card struct {
+		BlockSize           int `yaml:"block_size"`
+		TotalKVBlocks       int `yaml:"total_kv_blocks"`
+		MaxNumBatchedTokens int `yaml:"max_num_batched_tokens"`
+		MaxNumSeqs          int `yaml:"max_num_seqs"`
+		ContextLength       int `yaml:"context_length"`
+		DPSize              int `yaml:"data_parallel_size"`
+	} `yaml:"card"`
+	SpeedupRatio float64 `yaml:"speedup_ratio"`
+	LeaseTTL     int64   `yaml:"lease_ttl_seconds"`
+	// PublishSchedulerFields adds active_decode_blocks and
+	// active_prefill_tokens to the published ActiveLoad (dynamo.vllm 1.4.2
+	// sends only kv_used_blocks).
+	PublishSchedulerFields bool `yaml:"publish_scheduler_fields"`
+	// SimpleWorkers runs fakefleet/worker instead of the engine model (no
+	// KV events, no prefix cache).
+	SimpleWorkers bool `yaml:"simple_workers"`
+}
+
+// fleetFileKeys are the top-level keys only a fleet file has; config
+// validate tells the two kinds of file apart by them.
+var fleetFileKeys = []string{"etcd", "frontend", "namespace", "model", "workers", "card",
+	"speedup_ratio", "lease_ttl_seconds", "publish_scheduler_fields", "simple_workers"}
+
+// maxFleetWorkers bounds one fleet: each worker holds publisher sockets
+// and an etcd lease, so a count past it is surely a typo.
+const maxFleetWorkers = 256
+
+// loadFleetFile reads and decodes a fleet file. Decoding problems come
+// back as a *config.ParseError.
+func loadFleetFile(path string) (*fleetFile, error) {
+	data, err := config.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ff fleetFile
+	if err := config.ParseInto(data, &ff, os.LookupEnv); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &ff, nil
+}
+
+// validate checks a decoded fleet file; zero card values and an empty
+// namespace mean the fleet's defaults.
+func (ff *fleetFile) validate() (errs, warns []config.Issue) {
+	fail := func(path, format string, args ...any) {
+		errs = append(errs, config.Issue{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if len(ff.Etcd.Endpoints) == 0 {
+		fail("etcd.endpoints", "at least one etcd endpoint is required (the etcd the router watches)")
+	}
+	for i, ep := range ff.Etcd.Endpoints {
+		if strings.TrimSpace(ep) == "" {
+			fail(fmt.Sprintf("etcd.endpoints[%d]", i), "must not be empty")
+		}
+	}
+	if ff.Frontend == "" {
+		fail("frontend", "required: host:port the direct-mode frontend emulation listens on")
+	} else if _, _, err := net.SplitHostPort(ff.Frontend); err != nil {
+		fail("frontend", "must be host:port")
+	}
+	if strings.TrimSpace(ff.Model) == "" {
+		fail("model", "required: the model every worker serves")
+	}
+	if strings.ContainsAny(ff.Namespace, "/ \t\r\n") {
+		fail("namespace", "must not contain '/' or whitespace")
+	}
+	w := ff.Workers
+	counts := []struct {
+		name string
+		n    int
+	}{{"prefill", w.Prefill}, {"decode", w.Decode}, {"aggregated", w.Aggregated}}
+	total := 0
+	for _, c := range counts {
+		if c.n < 0 || c.n > maxFleetWorkers {
+			fail("workers."+c.name, "must be between 0 and %d, got %d", maxFleetWorkers, c.n)
+			total = -1
+		} else if total >= 0 {
+			total += c.n
+		}
+	}
+	switch {
+	case total > maxFleetWorkers:
+		fail("workers", "at most %d workers in all, got %d", maxFleetWorkers, total)
+	case total == 0:
+		fail("workers", "no workers: set prefill and decode, or aggregated")
+	}
+	if w.Prefill > 0 && w.Decode == 0 && w.Aggregated == 0 {
+		warns = append(warns, config.Issue{Path: "workers.decode", Message: "0 with prefill workers: prefill workers only serve through a decode worker"})
+	}
+	card := ff.Card
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"block_size", card.BlockSize}, {"total_kv_blocks", card.TotalKVBlocks}, {"max_num_batched_tokens", card.MaxNumBatchedTokens},
+		{"max_num_seqs", card.MaxNumSeqs}, {"context_length", card.ContextLength}, {"data_parallel_size", card.DPSize}} {
+		if c.n < 0 {
+			fail("card."+c.name, "must not be negative (0 takes the default), got %d", c.n)
+		}
+	}
+	if ff.SpeedupRatio < 0 {
+		fail("speedup_ratio", "must not be negative (0 takes the default, 1)")
+	}
+	if ff.LeaseTTL < 0 {
+		fail("lease_ttl_seconds", "must not be negative (0 takes the default)")
+	}
+	return errs, warns
+}
+
+// looksLikeFleetFile reports whether a file's top-level keys are a fleet
+// file's: at least one of them, and none of the router's.
+func looksLikeFleetFile(keys []string) bool {
+	fleet := false
+	for _, k := range keys {
+		if slices.Contains(config.TopLevelFields(), k) {
+			return false
+		}
+		fleet = fleet || slices.Contains(fleetFileKeys, k)
+	}
+	return fleet
+}
