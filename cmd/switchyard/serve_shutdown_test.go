@@ -40,7 +40,7 @@ func TestServeShutdownLogsNoWarning(t *testing.T) {
 	addr := freeAddr(t)
 	path := filepath.Join(t.TempDir(), "switchyard.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`server: {bind_address: %q}
-admin: {token: tok}
+admin: {token: shutdown-test-admin-token}
 backends:
   - {name: shim, url: %q, models: [m], health_check: {interval: 100ms, timeout: 100ms}}
 disaggregated_serving: {enabled: true}
@@ -62,7 +62,7 @@ dynamo:
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 
-	admin := adminClient{base: "http://" + addr, token: "tok"}
+	admin := adminClient{base: "http://" + addr, token: "shutdown-test-admin-token"}
 	waitFor(t, 30*time.Second, "a ready router with a connected subscription", func() bool {
 		resp, err := http.Get(admin.base + "/ready")
 		if err != nil {
