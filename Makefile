@@ -67,6 +67,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzResponsesBody -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/frontend/
 
 clean:
 	rm -rf bin

@@ -10,6 +10,12 @@ func (w *Worker) drive(r uint32) {
 	rk := w.ranks[r]
 	for {
 		w.mu.Lock()
+		if w.closed {
+			// A step that is already due would otherwise be retried for
+			// ever: step refuses to run on a closed worker.
+			w.mu.Unlock()
+			return
+		}
 		if evs := rk.evs; len(evs) > 0 {
 			// Events queued by Reset; delivered even when stalled, since a
 			// reset engine is no longer the hung one.

@@ -3,6 +3,7 @@ package engineworker_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +132,39 @@ func TestSyntheticPromptsShareSeedPrefix(t *testing.T) {
 	require.Equal(t, a, engineworker.SyntheticPrompt(40, 7))
 	require.Equal(t, a[:24], engineworker.SyntheticPrompt(24, 7))
 	require.False(t, slices.Equal(a, engineworker.SyntheticPrompt(40, 8)))
+}
+
+// Close returns while a rank is busy with a step already due: the driver
+// must not keep retrying the step a closed worker refuses. The driver is
+// held in its first step's KV-event delivery while the clock passes the
+// next step's time and the worker closes.
+func TestCloseWhileBusy(t *testing.T) {
+	clk := clock.NewManual(t0)
+	w := engineworker.New(engineworker.Config{BlockSize: 16, TotalKVBlocks: 1024,
+		Timing: engine.Constant{Prefill: time.Millisecond, Step: time.Millisecond}}, clk)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.OnKVEvents(func(uint32, []engine.KVEvent) {
+		once.Do(func() {
+			close(held)
+			<-release
+		})
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Generate(context.Background(), engineworker.Request{PromptTokens: 32, MaxTokens: 1000},
+			func(string) error { return nil })
+		done <- err
+	}()
+	recv(t, held)
+	clk.Advance(time.Second)
+
+	closed := make(chan struct{})
+	go func() {
+		w.Close()
+		close(closed)
+	}()
+	require.ErrorIs(t, recv(t, done), engineworker.ErrClosed, "closed with the request in flight")
+	close(release)
+	recv(t, closed)
 }

@@ -14,9 +14,19 @@ const (
 	maxMaxTokens     = 4096
 )
 
-// input is what serving needs from either endpoint's body.
+// api is the OpenAI API a request came in on, which decides the shape of
+// its answer.
+type api int
+
+const (
+	apiCompletions api = iota // text_completion objects
+	apiChat                   // chat.completion objects
+	apiResponses              // Responses API response objects and events
+)
+
+// input is what serving needs from any endpoint's body.
 type input struct {
-	chat         bool // chat.completion objects rather than text_completion
+	api          api
 	model        string
 	promptTokens int
 	promptID     uint64 // FNV-1a of the prompt text
@@ -25,7 +35,7 @@ type input struct {
 	includeUsage bool
 }
 
-// common are the fields both endpoints share.
+// common are the fields every endpoint shares.
 type common struct {
 	Model               string `json:"model"`
 	MaxTokens           *int   `json:"max_tokens"`
@@ -88,7 +98,7 @@ func (b *chatBody) toInput() (input, *apiError) {
 		h.Write([]byte(text))
 	}
 	in, err := b.common.toInput(estimate(words))
-	in.chat, in.promptID = true, h.Sum64()
+	in.api, in.promptID = apiChat, h.Sum64()
 	return in, err
 }
 

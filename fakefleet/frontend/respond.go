@@ -55,7 +55,7 @@ type response struct {
 
 func (f *Frontend) newResponse(in input) response {
 	prefix := "cmpl-"
-	if in.chat {
+	if in.api == apiChat {
 		prefix = "chatcmpl-"
 	}
 	return response{in: in, id: prefix + strconv.FormatUint(f.seq.Add(1), 10), created: time.Now().Unix()}
@@ -63,7 +63,7 @@ func (f *Frontend) newResponse(in input) response {
 
 func (r response) object(streamed bool) string {
 	switch {
-	case !r.in.chat:
+	case r.in.api != apiChat:
 		return "text_completion"
 	case streamed:
 		return "chat.completion.chunk"
@@ -73,7 +73,7 @@ func (r response) object(streamed bool) string {
 
 func (r response) full(text string, res worker.Result) completion {
 	c := choice{FinishReason: &res.FinishReason}
-	if r.in.chat {
+	if r.in.api == apiChat {
 		c.Message = &message{Role: "assistant", Content: text}
 	} else {
 		c.Text = &text
@@ -84,7 +84,7 @@ func (r response) full(text string, res worker.Result) completion {
 // chunk carries one token; the first chat delta also names the role.
 func (r response) chunk(text string, first bool) completion {
 	var c choice
-	if r.in.chat {
+	if r.in.api == apiChat {
 		c.Delta = &message{Content: text}
 		if first {
 			c.Delta.Role = "assistant"
@@ -98,7 +98,7 @@ func (r response) chunk(text string, first bool) completion {
 // last is the chunk that carries the finish reason and no text.
 func (r response) last(reason string) completion {
 	c := choice{FinishReason: &reason}
-	if r.in.chat {
+	if r.in.api == apiChat {
 		c.Delta = &message{}
 	} else {
 		empty := ""

@@ -64,9 +64,14 @@ func (f *Frontend) serve(w http.ResponseWriter, r *http.Request, in input) {
 	if pl.prefill != nil {
 		w.Header().Set(HeaderPrefillWorker, strconv.FormatUint(pl.prefillID, 10))
 	}
-	if in.stream {
+	switch {
+	case in.api == apiResponses && in.stream:
+		f.streamedResponse(w, r, in, pl)
+	case in.api == apiResponses:
+		f.bufferedResponse(w, r, in, pl)
+	case in.stream:
 		f.streamed(w, r, in, pl)
-	} else {
+	default:
 		f.buffered(w, r, in, pl)
 	}
 }

@@ -14,15 +14,21 @@ type sse struct {
 	started bool
 }
 
-func (s *sse) send(v any) error {
+func (s *sse) send(v any) error { return s.named("", v) }
+
+// named sends v as an event with an event: line naming it, as the
+// Responses API's events have; "" sends a bare data event.
+func (s *sse) named(event string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return s.raw(b)
+	return s.write(event, b)
 }
 
-func (s *sse) raw(data []byte) error {
+func (s *sse) raw(data []byte) error { return s.write("", data) }
+
+func (s *sse) write(event string, data []byte) error {
 	if !s.started {
 		s.started = true
 		h := s.w.Header()
@@ -30,7 +36,10 @@ func (s *sse) raw(data []byte) error {
 		h.Set("Cache-Control", "no-cache")
 		s.w.WriteHeader(http.StatusOK)
 	}
-	buf := make([]byte, 0, len(data)+8)
+	buf := make([]byte, 0, len(event)+len(data)+16)
+	if event != "" {
+		buf = append(append(append(buf, "event: "...), event...), '\n')
+	}
 	buf = append(append(append(buf, "data: "...), data...), "\n\n"...)
 	if _, err := s.w.Write(buf); err != nil {
 		return err
