@@ -216,3 +216,14 @@ func imageURLAllowed(u string) bool {
 	l := strings.ToLower(u)
 	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "data:image/")
 }
+
+// marshal encodes without HTML escaping, so strings keep their bytes.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
