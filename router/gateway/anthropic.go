@@ -123,6 +123,7 @@ func anthropicErrorJSON(status int, code, msg string) []byte {
 }
 
 func writeAnthropicError(w http.ResponseWriter, status int, code, msg string) {
+	noteOf(w).answered(code, msg)
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")

@@ -61,7 +61,7 @@ func (g *Gateway) serveConverted(w http.ResponseWriter, r *http.Request, st *sta
 	defer cancel()
 	x := &exchange{
 		g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: route, path: path, conv: conv,
-		disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
+		disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w),
 	}
 	x.serve()
 }

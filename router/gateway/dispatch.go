@@ -35,6 +35,8 @@ type exchange struct {
 	unsent *problem
 	// first notes the first body byte written (set only with OnOutcome).
 	first *firstByte
+	// note gathers what the request's log line says if it fails.
+	note *requestNote
 }
 
 // serve routes the request: pinned through a shim when the picker finds

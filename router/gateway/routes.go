@@ -45,7 +45,11 @@ func (g *Gateway) instrument(route, method string, h http.Handler) http.Handler 
 		defer g.inflight.Done()
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
-		defer func() { g.metrics.ObserveRequest(route, rec.status(r), time.Since(start)) }()
+		defer func() {
+			status, took := rec.status(r), time.Since(start)
+			g.metrics.ObserveRequest(route, status, took)
+			g.logEnd(r, route, status, &rec.note, took)
+		}()
 		if method != "" && r.Method != method {
 			w.Header().Set("Allow", method)
 			writeError(rec, http.StatusMethodNotAllowed, codeMethodNotAllowed, "use "+method+" for "+r.URL.Path)
@@ -82,7 +86,7 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 		defer cancel()
 		x := &exchange{
 			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
-			disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
+			disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w),
 		}
 		x.serve()
 	})
@@ -100,6 +104,7 @@ func orDefaultInt(v, def int64) int64 {
 type recorder struct {
 	http.ResponseWriter
 	code int
+	note requestNote
 }
 
 func (r *recorder) WriteHeader(code int) {
