@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"switchyard/router/metrics"
 	"switchyard/router/picker"
 )
 
@@ -34,14 +35,28 @@ type problem struct {
 	status  int
 	code    string
 	message string
+	// refused, when set, counts the problem under
+	// switchyard_gateway_refused_requests_total with this reason.
+	refused string
 }
 
-func (p *problem) write(w http.ResponseWriter) { writeError(w, p.status, p.code, p.message) }
+func (p *problem) write(w http.ResponseWriter) {
+	p.noteOn(w)
+	writeError(w, p.status, p.code, p.message)
+}
+
+// noteOn marks the request w answers as refused for p's reason, counted
+// when the request ends.
+func (p *problem) noteOn(w http.ResponseWriter) {
+	if n := noteOf(w); n != nil && p.refused != "" {
+		n.refused = p.refused
+	}
+}
 
 // readBody reads the whole request body under the size limit. The
 // server's ReadTimeout bounds how long a slow client may take.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem) {
-	tooLarge := &problem{http.StatusRequestEntityTooLarge, codeTooLarge, "request body is larger than the gateway's limit (gateway.max_body_bytes)"}
+	tooLarge := &problem{status: http.StatusRequestEntityTooLarge, code: codeTooLarge, message: "request body is larger than the gateway's limit (gateway.max_body_bytes)"}
 	if r.ContentLength > limit {
 		return nil, tooLarge // refuse before reading a byte
 	}
@@ -64,9 +79,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *pro
 	case errors.As(err, &mbe):
 		return nil, tooLarge
 	case errors.As(err, &ne) && ne.Timeout():
-		return nil, &problem{http.StatusRequestTimeout, codeReadTimeout, "the request body was not received in time"}
+		return nil, &problem{status: http.StatusRequestTimeout, code: codeReadTimeout, message: "the request body was not received in time"}
 	}
-	return nil, &problem{http.StatusBadRequest, codeInvalidRequest, "could not read the request body"}
+	return nil, &problem{status: http.StatusBadRequest, code: codeInvalidRequest, message: "could not read the request body"}
 }
 
 // Kinds of inference request.
@@ -167,7 +182,23 @@ func parseInbound(body []byte, k kind, est picker.Estimator) (*inbound, *problem
 	return in, nil
 }
 
-func badRequest(msg string) *problem { return &problem{http.StatusBadRequest, codeInvalidRequest, msg} }
+func badRequest(msg string) *problem {
+	return &problem{status: http.StatusBadRequest, code: codeInvalidRequest, message: msg}
+}
+
+// pastBound is a 400 for a body past one of the bounds, counted.
+func pastBound(msg string) *problem {
+	p := badRequest(msg)
+	p.refused = metrics.RefusedBounds
+	return p
+}
+
+// duplicateKey is a 400 for a member named twice, counted.
+func duplicateKey(where, name string) *problem {
+	p := badRequest(where + " names " + strconv.Quote(name) + " more than once")
+	p.refused = metrics.RefusedDuplicateKey
+	return p
+}
 
 // scanInbound checks the body is a JSON object and finds its routing
 // members, refusing one named twice.
@@ -192,7 +223,7 @@ func scanInbound(body []byte) (*inboundScan, *problem) {
 				continue
 			}
 			if sc.seen[i] {
-				dup = badRequest("the request body names " + strconv.Quote(name) + " more than once")
+				dup = duplicateKey("the request body", name)
 				return false
 			}
 			sc.seen[i], sc.spans[i] = true, [2]int{start, end}
@@ -243,7 +274,7 @@ func (pt *promptText) messages(raw []byte) *problem {
 	var p *problem
 	w.elements(func() bool {
 		if n++; n > maxMessages {
-			p = badRequest(fmt.Sprintf("messages: more than %d messages", maxMessages))
+			p = pastBound(fmt.Sprintf("messages: more than %d messages", maxMessages))
 			return false
 		}
 		if w.peek() != '{' {
@@ -277,7 +308,7 @@ func (pt *promptText) content(w *jsonWalker) *problem {
 	var p *problem
 	w.elements(func() bool {
 		if pt.parts++; pt.parts > maxBlocks {
-			p = badRequest(fmt.Sprintf("messages: more than %d content parts in all", maxBlocks))
+			p = pastBound(fmt.Sprintf("messages: more than %d content parts in all", maxBlocks))
 			return false
 		}
 		if w.peek() != '{' {
@@ -314,7 +345,7 @@ func (pt *promptText) prompt(raw []byte) *problem {
 		switch w.peek() {
 		case '"', '[':
 			if items++; items > maxPromptItems {
-				p = badRequest(fmt.Sprintf("prompt: more than %d prompts", maxPromptItems))
+				p = pastBound(fmt.Sprintf("prompt: more than %d prompts", maxPromptItems))
 				return false
 			}
 		}
@@ -339,7 +370,7 @@ func (pt *promptText) tokenID(w *jsonWalker) *problem {
 	start, end := w.value()
 	if c := w.b[start:end]; len(c) > 0 && (c[0] == '-' || c[0] >= '0' && c[0] <= '9') {
 		if pt.tokens++; pt.tokens > maxPromptTokenIDs {
-			return badRequest(fmt.Sprintf("prompt: more than %d token ids", maxPromptTokenIDs))
+			return pastBound(fmt.Sprintf("prompt: more than %d token ids", maxPromptTokenIDs))
 		}
 	}
 	return nil
@@ -393,11 +424,11 @@ func stripNvext(body []byte, sc *inboundScan) ([]byte, *problem) {
 		name, ok := decodeKey(key)
 		switch {
 		case len(keys) >= maxNvextMembers:
-			p = badRequest(fmt.Sprintf("nvext: more than %d members", maxNvextMembers))
+			p = pastBound(fmt.Sprintf("nvext: more than %d members", maxNvextMembers))
 		case !ok:
 			p = badRequest("nvext: a member name could not be read")
 		case slices.Contains(keys, name):
-			p = badRequest("nvext names " + strconv.Quote(name) + " more than once")
+			p = duplicateKey("nvext", name)
 		}
 		if p != nil {
 			return false

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 )
@@ -33,7 +32,10 @@ func unsupported(path, what string) error {
 
 // problemOf is the 400 a conversion error is answered with.
 func problemOf(err error) *problem {
-	return &problem{http.StatusBadRequest, codeInvalidRequest, err.Error()}
+	if errors.As(err, new(errTooMany)) {
+		return pastBound(err.Error())
+	}
+	return badRequest(err.Error())
 }
 
 // jsonObject is a JSON object's members, matched by exact name as the
@@ -97,7 +99,7 @@ type blockBudget int
 // take charges n blocks.
 func (b *blockBudget) take(path string, n int) error {
 	if n > int(*b) {
-		return &requestError{fmt.Sprintf("%s: the request has more than %d content blocks", path, maxBlocks)}
+		return errTooMany{&requestError{fmt.Sprintf("%s: the request has more than %d content blocks", path, maxBlocks)}}
 	}
 	*b -= blockBudget(n)
 	return nil

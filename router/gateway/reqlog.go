@@ -17,6 +17,9 @@ type requestNote struct {
 	// streamFailed: a stream already answered 200 ended with an error
 	// event.
 	streamFailed bool
+	// refused is the reason the request was refused before routing, if
+	// it was (a metrics.Refused* value).
+	refused string
 
 	backend        string
 	upstreamStatus int // 0 when no answer came
