@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) ./sim/workload/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzParseInbound -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/gateway/
 
 clean:
 	rm -rf bin
