@@ -15,6 +15,7 @@ const (
 	DefaultReadTimeout           = 60 * time.Second
 	DefaultWriteTimeout          = 60 * time.Second
 	DefaultShutdownGrace         = 30 * time.Second
+	DefaultMaxInFlight           = 4096
 	DefaultBackendTimeout        = 300 * time.Second
 	DefaultHealthPath            = "/health"
 	DefaultHealthInterval        = 10 * time.Second
@@ -38,6 +39,7 @@ func Default() *Config {
 			ReadTimeout:    Duration(DefaultReadTimeout),
 			WriteTimeout:   Duration(DefaultWriteTimeout),
 			ShutdownGrace:  Duration(DefaultShutdownGrace),
+			MaxInFlight:    DefaultMaxInFlight,
 		},
 		Dynamo: Dynamo{
 			Discovery: Discovery{

@@ -104,6 +104,9 @@ type Gateway struct {
 	// ShutdownGrace is how long in-flight requests (streams included) may
 	// finish after shutdown begins before their connections are closed.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// MaxInFlight caps the inference requests being read, parsed or served
+	// at once; past it the gateway answers 503 with Retry-After.
+	MaxInFlight int `yaml:"max_in_flight"`
 }
 
 // APIKey is one client credential of the gateway. When any key is

@@ -13,6 +13,7 @@ const (
 	maxAPIKeys     = 4096
 	minKeyLength   = 16
 	maxAllowedList = 1024
+	maxInFlight    = 1 << 20
 )
 
 func (k *checker) gateway(c *Config) {
@@ -34,6 +35,9 @@ func (k *checker) gateway(c *Config) {
 	}
 	if g.ShutdownGrace < 0 {
 		k.err(p+".shutdown_grace", "must not be negative (0 closes connections at once)")
+	}
+	if g.MaxInFlight < 1 || g.MaxInFlight > maxInFlight {
+		k.err(p+".max_in_flight", "must be between 1 and %d, got %d", maxInFlight, g.MaxInFlight)
 	}
 }
 

@@ -26,6 +26,7 @@ backends:
 	assert.Equal(t, 60*time.Second, g.ReadTimeout.Std())
 	assert.Equal(t, 60*time.Second, g.WriteTimeout.Std())
 	assert.Equal(t, 30*time.Second, g.ShutdownGrace.Std())
+	assert.Equal(t, 4096, g.MaxInFlight)
 	assert.Empty(t, c.APIKeys)
 
 	a := c.Backends[0]
@@ -93,6 +94,9 @@ func TestValidateGateway(t *testing.T) {
 		{"write timeout negative", g(func(g *Gateway) { g.WriteTimeout = -1 }), wantErr, p + ".write_timeout", "greater than 0"},
 		{"grace zero", g(func(g *Gateway) { g.ShutdownGrace = 0 }), wantOK, "", ""},
 		{"grace negative", g(func(g *Gateway) { g.ShutdownGrace = dur(-time.Second) }), wantErr, p + ".shutdown_grace", "negative"},
+		{"in flight one", g(func(g *Gateway) { g.MaxInFlight = 1 }), wantOK, "", ""},
+		{"in flight zero", g(func(g *Gateway) { g.MaxInFlight = 0 }), wantErr, p + ".max_in_flight", "between 1 and"},
+		{"in flight huge", g(func(g *Gateway) { g.MaxInFlight = 1<<20 + 1 }), wantErr, p + ".max_in_flight", "between 1 and"},
 	})
 }
 

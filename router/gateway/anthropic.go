@@ -36,18 +36,24 @@ func (g *Gateway) messages() http.Handler {
 		}
 		body, p := readBody(w, r, maxBodyFor(st))
 		if p != nil {
-			writeAnthropicError(w, p.status, p.code, p.message)
+			writeAnthropicProblem(w, p)
 			return
+		}
+		release, ok := g.parsing(r.Context())
+		if !ok {
+			return // the client left
 		}
 		chat, err := anthropicToChat(body)
 		if err != nil {
-			writeAnthropicError(w, http.StatusBadRequest, codeInvalidRequest, err.Error())
+			release()
+			writeAnthropicProblem(w, problemOf(err))
 			return
 		}
 		// The picker estimates the final body, as the chat path does.
 		in, p := parseInbound(chat.body, kindChat, g.est)
+		release()
 		if p != nil {
-			writeAnthropicError(w, p.status, p.code, p.message)
+			writeAnthropicProblem(w, p)
 			return
 		}
 		g.serveConverted(w, r, st, key, in, pathMessages, pathChat, &anthropicConverter{chat: chat, body: in.body})
@@ -122,7 +128,13 @@ func anthropicErrorJSON(status int, code, msg string) []byte {
 	return b
 }
 
+func writeAnthropicProblem(w http.ResponseWriter, p *problem) {
+	p.noteOn(w)
+	writeAnthropicError(w, p.status, p.code, p.message)
+}
+
 func writeAnthropicError(w http.ResponseWriter, status int, code, msg string) {
+	noteOf(w).answered(code, msg)
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")

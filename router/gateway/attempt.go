@@ -96,7 +96,6 @@ func (x *exchange) try(cands []*backend, pn *pinning) (*attempt, outcome) {
 			return nil, o
 		}
 		last = o
-		x.g.log.Debug("backend connection failed", "backend", b.name, "retries_left", budget)
 	}
 	return nil, last
 }
@@ -140,6 +139,8 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	resp, err := x.g.transport.RoundTrip(req)
 	if err != nil {
 		o := x.failed(a)
+		x.note.attempt(b.name, sel, 0)
+		x.g.log.Debug("upstream attempt failed", "backend", b.name, "outcome", o.String())
 		switch o {
 		case canceled:
 			x.settle(a, metrics.ResultCanceled, neutral)
@@ -152,6 +153,8 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	}
 	a.resp = resp
 	a.progress()
+	x.note.attempt(b.name, sel, resp.StatusCode)
+	x.g.log.Debug("upstream attempt answered", "backend", b.name, "status", resp.StatusCode)
 	return a, answered
 }
 

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
+	"switchyard/router/metrics"
 	"switchyard/router/picker"
 )
 
@@ -31,14 +35,28 @@ type problem struct {
 	status  int
 	code    string
 	message string
+	// refused, when set, counts the problem under
+	// switchyard_gateway_refused_requests_total with this reason.
+	refused string
 }
 
-func (p *problem) write(w http.ResponseWriter) { writeError(w, p.status, p.code, p.message) }
+func (p *problem) write(w http.ResponseWriter) {
+	p.noteOn(w)
+	writeError(w, p.status, p.code, p.message)
+}
+
+// noteOn marks the request w answers as refused for p's reason, counted
+// when the request ends.
+func (p *problem) noteOn(w http.ResponseWriter) {
+	if n := noteOf(w); n != nil && p.refused != "" {
+		n.refused = p.refused
+	}
+}
 
 // readBody reads the whole request body under the size limit. The
 // server's ReadTimeout bounds how long a slow client may take.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem) {
-	tooLarge := &problem{http.StatusRequestEntityTooLarge, codeTooLarge, "request body is larger than the gateway's limit (gateway.max_body_bytes)"}
+	tooLarge := &problem{status: http.StatusRequestEntityTooLarge, code: codeTooLarge, message: "request body is larger than the gateway's limit (gateway.max_body_bytes)"}
 	if r.ContentLength > limit {
 		return nil, tooLarge // refuse before reading a byte
 	}
@@ -61,9 +79,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *pro
 	case errors.As(err, &mbe):
 		return nil, tooLarge
 	case errors.As(err, &ne) && ne.Timeout():
-		return nil, &problem{http.StatusRequestTimeout, codeReadTimeout, "the request body was not received in time"}
+		return nil, &problem{status: http.StatusRequestTimeout, code: codeReadTimeout, message: "the request body was not received in time"}
 	}
-	return nil, &problem{http.StatusBadRequest, codeInvalidRequest, "could not read the request body"}
+	return nil, &problem{status: http.StatusBadRequest, code: codeInvalidRequest, message: "could not read the request body"}
 }
 
 // Kinds of inference request.
@@ -74,111 +92,307 @@ const (
 	kindCompletion
 )
 
-// parseInbound decodes what routing needs and removes nvext.token_data.
-// Field names are matched exactly, as the upstream servers match them
-// (encoding/json's struct decoding would also accept "Model" or "NVEXT").
+// Bounds on what routing reads from an OpenAI request. Bodies are capped
+// by gateway.max_body_bytes; these cap the work a body can ask of the
+// prompt estimate, whatever its size, and match the converters' bounds.
+const (
+	// maxPromptItems caps the strings (or token-id batches) of a
+	// completions prompt.
+	maxPromptItems = maxMessages
+	// maxPromptTokenIDs caps the token ids of a pre-tokenized prompt.
+	maxPromptTokenIDs = 1 << 20
+	// maxNvextMembers caps the members of nvext, which has a few dozen
+	// fields at most.
+	maxNvextMembers = 256
+)
+
+// routingKeys are the top-level members routing reads. A body naming one
+// twice is refused: the gateway and the upstream might each read a
+// different one (encoding/json keeps the last, other decoders the first).
+var routingKeys = [...]string{"model", "stream", "messages", "prompt", "nvext", "max_tokens",
+	"max_completion_tokens", "input", "instructions"}
+
+// Indexes into routingKeys, for the members parseInbound reads.
+const (
+	rkModel = iota
+	rkStream
+	rkMessages
+	rkPrompt
+	rkNvext
+	rkMaxTokens
+	rkMaxCompletionTokens
+)
+
+// inboundScan is what one pass over a body finds: the spans of the
+// routing members and where nvext sits among the members.
+type inboundScan struct {
+	spans [len(routingKeys)][2]int
+	seen  [len(routingKeys)]bool
+	// nvext's member, for removing it: its key's start, the end of the
+	// member before it (-1 when first) and the start of the key after it
+	// (-1 when last).
+	nvKey, nvPrevEnd, nvNextKey int
+}
+
+func (sc *inboundScan) raw(body []byte, k int) []byte {
+	if !sc.seen[k] {
+		return nil
+	}
+	return body[sc.spans[k][0]:sc.spans[k][1]]
+}
+
+// parseInbound reads what routing needs in one pass over the body, and
+// removes client-forbidden nvext fields. Field names match exactly, as
+// the upstream servers match them (encoding/json's struct decoding would
+// also accept "Model" or "NVEXT"), escaped spellings included.
 func parseInbound(body []byte, k kind, est picker.Estimator) (*inbound, *problem) {
-	bad := func(msg string) *problem { return &problem{http.StatusBadRequest, codeInvalidRequest, msg} }
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil || top == nil {
-		return nil, bad("the request body must be a JSON object")
+	sc, p := scanInbound(body)
+	if p != nil {
+		return nil, p
 	}
 	in := &inbound{body: body}
-	raw, ok := top["model"]
-	if !ok || json.Unmarshal(raw, &in.model) != nil || strings.TrimSpace(in.model) == "" {
-		return nil, bad("model is required and must be a non-empty string")
+	if raw := sc.raw(body, rkModel); raw == nil || json.Unmarshal(raw, &in.model) != nil || strings.TrimSpace(in.model) == "" {
+		return nil, badRequest("model is required and must be a non-empty string")
 	}
-	if raw, ok := top["stream"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &in.stream) != nil {
-			return nil, bad("stream must be true or false")
-		}
+	switch string(sc.raw(body, rkStream)) {
+	case "", "null", "false":
+	case "true":
+		in.stream = true
+	default:
+		return nil, badRequest("stream must be true or false")
 	}
-	var text string
-	var tokens uint64
+	var pt promptText
 	if k == kindChat {
-		text = chatText(top["messages"])
+		p = pt.messages(sc.raw(body, rkMessages))
 	} else {
-		text, tokens = promptText(top["prompt"])
+		p = pt.prompt(sc.raw(body, rkPrompt))
 	}
-	in.promptTokens = est.Estimate(text) + tokens
-	in.maxTokens = maxTokensOf(top)
-	stripped, changed, err := stripTokenData(top)
-	if err != nil {
-		return nil, bad("the request body could not be re-encoded")
+	if p != nil {
+		return nil, p
 	}
-	if changed {
+	in.promptTokens = est.Estimate(pt.text.String()) + pt.tokens
+	in.maxTokens = maxTokensOf(sc.raw(body, rkMaxCompletionTokens), sc.raw(body, rkMaxTokens))
+	stripped, p := stripNvext(body, sc)
+	if p != nil {
+		return nil, p
+	}
+	if stripped != nil {
 		in.body = stripped
 	}
 	return in, nil
 }
 
+func badRequest(msg string) *problem {
+	return &problem{status: http.StatusBadRequest, code: codeInvalidRequest, message: msg}
+}
+
+// pastBound is a 400 for a body past one of the bounds, counted.
+func pastBound(msg string) *problem {
+	p := badRequest(msg)
+	p.refused = metrics.RefusedBounds
+	return p
+}
+
+// duplicateKey is a 400 for a member named twice, counted.
+func duplicateKey(where, name string) *problem {
+	p := badRequest(where + " names " + strconv.Quote(name) + " more than once")
+	p.refused = metrics.RefusedDuplicateKey
+	return p
+}
+
+// scanInbound checks the body is a JSON object and finds its routing
+// members, refusing one named twice.
+func scanInbound(body []byte) (*inboundScan, *problem) {
+	if !json.Valid(body) {
+		return nil, badRequest("the request body must be a JSON object")
+	}
+	sc := &inboundScan{nvKey: -1, nvPrevEnd: -1, nvNextKey: -1}
+	w := &jsonWalker{b: body}
+	if w.peek() != '{' {
+		return nil, badRequest("the request body must be a JSON object")
+	}
+	var dup *problem
+	prevEnd := -1
+	w.members(func(key []byte, keyStart int) bool {
+		if sc.nvKey >= 0 && sc.nvNextKey < 0 && keyStart > sc.nvKey {
+			sc.nvNextKey = keyStart
+		}
+		start, end := w.value()
+		for i, name := range routingKeys {
+			if !keyIs(key, name) {
+				continue
+			}
+			if sc.seen[i] {
+				dup = duplicateKey("the request body", name)
+				return false
+			}
+			sc.seen[i], sc.spans[i] = true, [2]int{start, end}
+			if i == rkNvext {
+				sc.nvKey, sc.nvPrevEnd = keyStart, prevEnd
+			}
+			break
+		}
+		prevEnd = end
+		return true
+	})
+	if dup != nil {
+		return nil, dup
+	}
+	return sc, nil
+}
+
 // maxTokensOf reads the output limit: max_completion_tokens (OpenAI's
-// newer name, which wins) or max_tokens.
-func maxTokensOf(top map[string]json.RawMessage) int {
-	for _, f := range [...]string{"max_completion_tokens", "max_tokens"} {
+// newer name, which wins) or max_tokens; 0 when neither is a positive
+// integer (the upstream judges it).
+func maxTokensOf(raws ...[]byte) int {
+	for _, raw := range raws {
 		var n int
-		if raw, ok := top[f]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+		if raw != nil && json.Unmarshal(raw, &n) == nil && n > 0 {
 			return n
 		}
 	}
 	return 0
 }
 
-// chatText concatenates the text of every message: string contents, and
-// the text parts of array contents. Anything else is the upstream's to
-// validate; the estimate only needs the words.
-func chatText(raw json.RawMessage) string {
-	var msgs []struct {
-		Content json.RawMessage `json:"content"`
-	}
-	if json.Unmarshal(raw, &msgs) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, m := range msgs {
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			b.WriteString(s)
-			b.WriteByte('\n')
-			continue
-		}
-		var parts []struct {
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(m.Content, &parts) == nil {
-			for _, p := range parts {
-				b.WriteString(p.Text)
-				b.WriteByte('\n')
-			}
-		}
-	}
-	return b.String()
+// promptText gathers the text the prompt estimate reads, and the token
+// ids of pre-tokenized prompts (which count as themselves).
+type promptText struct {
+	text   strings.Builder
+	tokens uint64
+	parts  int // content parts read, against maxBlocks
 }
 
-// promptText reads a completions prompt: a string, a list of strings, or
-// pre-tokenized prompts (token ids count as themselves).
-func promptText(raw json.RawMessage) (string, uint64) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, 0
+// messages reads the text of every message: string contents, and the
+// text parts of array contents. Anything else is the upstream's to
+// validate; the estimate only needs the words.
+func (pt *promptText) messages(raw []byte) *problem {
+	if raw == nil {
+		return nil
 	}
-	var list []string
-	if json.Unmarshal(raw, &list) == nil {
-		return strings.Join(list, "\n"), 0
-	}
-	var ids []uint64
-	if json.Unmarshal(raw, &ids) == nil {
-		return "", uint64(len(ids))
-	}
-	var batches [][]uint64
-	if json.Unmarshal(raw, &batches) == nil {
-		var n uint64
-		for _, b := range batches {
-			n += uint64(len(b))
+	w := &jsonWalker{b: raw}
+	n := 0
+	var p *problem
+	w.elements(func() bool {
+		if n++; n > maxMessages {
+			p = pastBound(fmt.Sprintf("messages: more than %d messages", maxMessages))
+			return false
 		}
-		return "", n
+		if w.peek() != '{' {
+			w.value()
+			return true
+		}
+		return w.members(func(key []byte, _ int) bool {
+			if !keyIs(key, "content") {
+				w.value()
+				return true
+			}
+			p = pt.content(w)
+			return p == nil
+		})
+	})
+	return p
+}
+
+// content reads one message content: a string, or an array of parts
+// whose "text" members are read.
+func (pt *promptText) content(w *jsonWalker) *problem {
+	switch w.peek() {
+	case '"':
+		pt.appendString(w)
+		return nil
+	case '[':
+	default:
+		w.value()
+		return nil
 	}
-	return "", 0
+	var p *problem
+	w.elements(func() bool {
+		if pt.parts++; pt.parts > maxBlocks {
+			p = pastBound(fmt.Sprintf("messages: more than %d content parts in all", maxBlocks))
+			return false
+		}
+		if w.peek() != '{' {
+			w.value()
+			return true
+		}
+		return w.members(func(key []byte, _ int) bool {
+			if keyIs(key, "text") && w.peek() == '"' {
+				pt.appendString(w)
+			} else {
+				w.value()
+			}
+			return true
+		})
+	})
+	return p
+}
+
+// prompt reads a completions prompt: a string, a list of strings, token
+// ids, or batches of token ids.
+func (pt *promptText) prompt(raw []byte) *problem {
+	w := &jsonWalker{b: raw}
+	switch w.peek() {
+	case '"':
+		pt.appendString(w)
+		return nil
+	case '[':
+	default:
+		return nil
+	}
+	items := 0
+	var p *problem
+	w.elements(func() bool {
+		switch w.peek() {
+		case '"', '[':
+			if items++; items > maxPromptItems {
+				p = pastBound(fmt.Sprintf("prompt: more than %d prompts", maxPromptItems))
+				return false
+			}
+		}
+		switch w.peek() {
+		case '"':
+			pt.appendString(w)
+		case '[':
+			w.elements(func() bool {
+				p = pt.tokenID(w)
+				return p == nil
+			})
+		default:
+			p = pt.tokenID(w)
+		}
+		return p == nil
+	})
+	return p
+}
+
+// tokenID counts one token id (any number: the upstream validates it).
+func (pt *promptText) tokenID(w *jsonWalker) *problem {
+	start, end := w.value()
+	if c := w.b[start:end]; len(c) > 0 && (c[0] == '-' || c[0] >= '0' && c[0] <= '9') {
+		if pt.tokens++; pt.tokens > maxPromptTokenIDs {
+			return pastBound(fmt.Sprintf("prompt: more than %d token ids", maxPromptTokenIDs))
+		}
+	}
+	return nil
+}
+
+// appendString adds the string at the cursor, and a newline, to the text.
+// Strings without escapes are copied as they are; others are decoded.
+func (pt *promptText) appendString(w *jsonWalker) {
+	start, end := w.value()
+	raw := w.b[start:end]
+	if len(raw) < 2 {
+		return
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		pt.text.Write(inner)
+	} else {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			pt.text.WriteString(s)
+		}
+	}
+	pt.text.WriteByte('\n')
 }
 
 // clientForbiddenNvext are nvext fields only the router may set:
@@ -188,47 +402,77 @@ func promptText(raw json.RawMessage) (string, uint64) {
 var clientForbiddenNvext = []string{"token_data", "backend_instance_id", "prefill_worker_id",
 	"decode_worker_id", "dp_rank", "prefill_dp_rank"}
 
-// stripTokenData removes the client-forbidden nvext fields. Other nvext
-// fields stay. The body is re-encoded only when something was removed, and
-// then without HTML escaping so strings keep their bytes.
-func stripTokenData(top map[string]json.RawMessage) ([]byte, bool, error) {
-	raw, ok := top["nvext"]
-	if !ok {
-		return nil, false, nil
+// stripNvext removes the client-forbidden nvext fields, and refuses an
+// nvext naming a field twice. Other members stay byte for byte: the body
+// is spliced, not re-encoded, and only when something was removed (nil
+// otherwise). An nvext left empty goes entirely.
+func stripNvext(body []byte, sc *inboundScan) ([]byte, *problem) {
+	raw := sc.raw(body, rkNvext)
+	if raw == nil {
+		return nil, nil
 	}
-	var nv map[string]json.RawMessage
-	if json.Unmarshal(raw, &nv) != nil || nv == nil {
-		return nil, false, nil // not an object: the upstream refuses it
+	w := &jsonWalker{b: raw}
+	if w.peek() != '{' {
+		return nil, nil // not an object: the upstream refuses it
 	}
+	var keys []string
+	var kept [][]byte
 	removed := false
-	for _, f := range clientForbiddenNvext {
-		if _, ok := nv[f]; ok {
-			delete(nv, f)
+	var p *problem
+	w.members(func(key []byte, keyStart int) bool {
+		_, end := w.value()
+		name, ok := decodeKey(key)
+		switch {
+		case len(keys) >= maxNvextMembers:
+			p = pastBound(fmt.Sprintf("nvext: more than %d members", maxNvextMembers))
+		case !ok:
+			p = badRequest("nvext: a member name could not be read")
+		case slices.Contains(keys, name):
+			p = duplicateKey("nvext", name)
+		}
+		if p != nil {
+			return false
+		}
+		keys = append(keys, name)
+		if slices.Contains(clientForbiddenNvext, name) {
 			removed = true
+		} else {
+			kept = append(kept, raw[keyStart:end])
 		}
+		return true
+	})
+	if p != nil || !removed {
+		return nil, p
 	}
-	if !removed {
-		return nil, false, nil
-	}
-	if len(nv) == 0 {
-		delete(top, "nvext")
+	start, end := sc.spans[rkNvext][0], sc.spans[rkNvext][1]
+	var repl []byte
+	if len(kept) > 0 {
+		repl = append(append([]byte{'{'}, bytes.Join(kept, []byte{','})...), '}')
 	} else {
-		b, err := marshal(nv)
-		if err != nil {
-			return nil, false, err
+		// The whole member goes, with the comma that joined it.
+		switch {
+		case sc.nvPrevEnd >= 0:
+			start = sc.nvPrevEnd
+		case sc.nvNextKey >= 0:
+			start, end = sc.nvKey, sc.nvNextKey
+		default:
+			start = sc.nvKey
 		}
-		top["nvext"] = b
 	}
-	b, err := marshal(top)
-	return b, err == nil, err
+	out := make([]byte, 0, len(body)-(end-start)+len(repl))
+	out = append(append(append(out, body[:start]...), repl...), body[end:]...)
+	return out, nil
 }
 
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+// decodeKey decodes a raw JSON key (quotes included).
+func decodeKey(raw []byte) (string, bool) {
+	if len(raw) < 2 {
+		return "", false
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
 }

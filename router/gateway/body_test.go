@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +80,90 @@ func TestClientWorkerPinsInNvextAreStripped(t *testing.T) {
 		assert.NotContains(t, string(in.body), f)
 	}
 	assert.Contains(t, string(in.body), `"annotations":["a"]`, "other nvext fields stay")
+}
+
+// Routing members named twice are refused, escaped spellings included:
+// the gateway and the upstream could each read another one.
+func TestDuplicateRoutingKeysAreRefused(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","model":"other"}`,
+		`{"model":"m","mod\u0065l":"other"}`,
+		`{"model":"m","stream":false,"stream":true}`,
+		`{"model":"m","nvext":{},"nvext":{"backend_instance_id":7}}`,
+		`{"model":"m","messages":[],"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","nvext":{"annotations":[],"annotations":["a"]}}`,
+		`{"model":"m","nvext":{"dp_rank":1,"dp_r\u0061nk":2}}`,
+	} {
+		_, p := parseInbound([]byte(body), kindChat, picker.Heuristic{})
+		require.NotNil(t, p, body)
+		assert.Equal(t, http.StatusBadRequest, p.status, body)
+		assert.Contains(t, p.message, "more than once", body)
+	}
+	// Keys routing does not read may repeat: the upstream judges them.
+	_, p := parseInbound([]byte(`{"model":"m","temperature":1,"temperature":0}`), kindChat, picker.Heuristic{})
+	assert.Nil(t, p)
+}
+
+// An escaped key is the same key to the upstream, so to the gateway.
+func TestEscapedKeysAreRead(t *testing.T) {
+	in, p := parseInbound([]byte(`{"\u006dodel":"m","str\u0065am":true,"nv\u0065xt":{"tok\u0065n_data":[1]},"prompt":"x"}`), kindCompletion, picker.Heuristic{})
+	require.Nil(t, p)
+	assert.Equal(t, "m", in.model)
+	assert.True(t, in.stream)
+	assert.NotContains(t, string(in.body), "tok")
+}
+
+// Message counts, content parts and prompt sizes are capped before any
+// work is spent on them.
+func TestParseInboundBounds(t *testing.T) {
+	h := picker.Heuristic{}
+	msgs := func(n int, msg string) string {
+		return `{"model":"m","messages":[` + strings.TrimSuffix(strings.Repeat(msg+",", n), ",") + `]}`
+	}
+	_, p := parseInbound([]byte(msgs(maxMessages, `{}`)), kindChat, h)
+	assert.Nil(t, p, "at the bound")
+	_, p = parseInbound([]byte(msgs(maxMessages+1, `{}`)), kindChat, h)
+	require.NotNil(t, p)
+	assert.Equal(t, "messages: more than 4096 messages", p.message)
+
+	parts := `{"role":"user","content":[` + strings.TrimSuffix(strings.Repeat(`{"type":"text","text":"a"},`, 3), ",") + `]}`
+	_, p = parseInbound([]byte(msgs(maxBlocks/3+1, parts)), kindChat, h)
+	require.NotNil(t, p)
+	assert.Contains(t, p.message, "content parts")
+
+	ids := `[` + strings.TrimSuffix(strings.Repeat("1,", maxPromptTokenIDs+1), ",") + `]`
+	_, p = parseInbound([]byte(`{"model":"m","prompt":`+ids+`}`), kindCompletion, h)
+	require.NotNil(t, p)
+	assert.Contains(t, p.message, "token ids")
+
+	strs := `[` + strings.TrimSuffix(strings.Repeat(`"a",`, maxPromptItems+1), ",") + `]`
+	_, p = parseInbound([]byte(`{"model":"m","prompt":`+strs+`}`), kindCompletion, h)
+	require.NotNil(t, p)
+	assert.Contains(t, p.message, "prompts")
+
+	var nv strings.Builder
+	nv.WriteString(`{"a0":1`)
+	for i := 1; i <= maxNvextMembers; i++ {
+		fmt.Fprintf(&nv, `,"a%d":1`, i)
+	}
+	nv.WriteString(`}`)
+	_, p = parseInbound([]byte(`{"model":"m","nvext":`+nv.String()+`}`), kindChat, h)
+	require.NotNil(t, p)
+	assert.Contains(t, p.message, "nvext: more than")
+}
+
+// Removing nvext fields splices the body: every other byte stays,
+// wherever nvext sits among the members.
+func TestNvextRemovalSplicesTheBody(t *testing.T) {
+	h := picker.Heuristic{}
+	for body, want := range map[string]string{
+		`{"nvext":{"token_data":[1]}, "model":"m","prompt":"<a>"}`:              `{"model":"m","prompt":"<a>"}`,
+		`{"model":"m" ,"nvext" : {"token_data":[1]} ,"prompt":"<a>"}`:           `{"model":"m" ,"prompt":"<a>"}`,
+		`{"model":"m","prompt":"<a>","nvext":{"token_data":[1]}}`:               `{"model":"m","prompt":"<a>"}`,
+		`{"model":"m","nvext":{"x":1.50, "dp_rank":0,"y":"\u00e9"},"prompt":1}`: `{"model":"m","nvext":{"x":1.50,"y":"\u00e9"},"prompt":1}`,
+	} {
+		in, p := parseInbound([]byte(body), kindCompletion, h)
+		require.Nil(t, p, body)
+		assert.Equal(t, want, string(in.body), body)
+	}
 }

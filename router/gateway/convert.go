@@ -40,7 +40,10 @@ func (x *exchange) fail(status int, code, msg string) {
 }
 
 // writeAs answers with the problem in the exchange's dialect.
-func (p *problem) writeAs(x *exchange) { x.fail(p.status, p.code, p.message) }
+func (p *problem) writeAs(x *exchange) {
+	p.noteOn(x.w)
+	x.fail(p.status, p.code, p.message)
+}
 
 // deliver sends an upstream answer to the client: relayed as it came, or
 // converted into the ingress's dialect. It settles the attempt and
@@ -61,7 +64,7 @@ func (g *Gateway) serveConverted(w http.ResponseWriter, r *http.Request, st *sta
 	defer cancel()
 	x := &exchange{
 		g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: route, path: path, conv: conv,
-		disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
+		disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w),
 	}
 	x.serve()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 )
@@ -33,7 +32,10 @@ func unsupported(path, what string) error {
 
 // problemOf is the 400 a conversion error is answered with.
 func problemOf(err error) *problem {
-	return &problem{http.StatusBadRequest, codeInvalidRequest, err.Error()}
+	if errors.As(err, new(errTooMany)) {
+		return pastBound(err.Error())
+	}
+	return badRequest(err.Error())
 }
 
 // jsonObject is a JSON object's members, matched by exact name as the
@@ -97,7 +99,7 @@ type blockBudget int
 // take charges n blocks.
 func (b *blockBudget) take(path string, n int) error {
 	if n > int(*b) {
-		return &requestError{fmt.Sprintf("%s: the request has more than %d content blocks", path, maxBlocks)}
+		return errTooMany{&requestError{fmt.Sprintf("%s: the request has more than %d content blocks", path, maxBlocks)}}
 	}
 	*b -= blockBudget(n)
 	return nil
@@ -215,4 +217,15 @@ func at(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 func imageURLAllowed(u string) bool {
 	l := strings.ToLower(u)
 	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "data:image/")
+}
+
+// marshal encodes without HTML escaping, so strings keep their bytes.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

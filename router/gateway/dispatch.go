@@ -35,6 +35,8 @@ type exchange struct {
 	unsent *problem
 	// first notes the first body byte written (set only with OnOutcome).
 	first *firstByte
+	// note gathers what the request's log line says if it fails.
+	note *requestNote
 }
 
 // serve routes the request: pinned through a shim when the picker finds
@@ -184,8 +186,10 @@ func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.S
 		x.fail(http.StatusServiceUnavailable, codePrefillDecodeUnavailable,
 			"the Dynamo frontend refused the request: it requires a prefill worker pin in direct routing mode, and no prefill/decode pair is available for this model")
 		return
-	case x.in.stream && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout:
-		// A streaming request's client error is the client's to see, as sent.
+	case isClientError(status):
+		// The request's own fault: another replica, pair or fallback would
+		// refuse it too, and the client must see why, not a 502 its SDK
+		// retries.
 		x.discloseServer(a.b, &pn.sel)
 		x.deliver(a, peek)
 		pn.end()
@@ -216,8 +220,13 @@ func (x *exchange) decodeFailure(path, msg string) {
 // robin; as a fallback, only to backends outside the shim pools.
 func (x *exchange) serveUnified(fallback bool) {
 	rots, path := x.st.unified, metrics.PathUnified
+	if fallback || x.st.pinning {
+		// While pinning is on, the shims are direct-mode frontends: a
+		// request without pins would only earn the client their 400.
+		rots = x.st.fallback
+	}
 	if fallback {
-		rots, path = x.st.fallback, metrics.PathFallback
+		path = metrics.PathFallback
 	}
 	rot := rots[x.in.model]
 	if rot == nil || !rot.allowsAny(x.key) {
@@ -227,8 +236,10 @@ func (x *exchange) serveUnified(fallback bool) {
 			x.fail(http.StatusBadGateway, codeDecodeFailed,
 				"the Dynamo frontend failed and no unified backend serves model "+quote(x.in.model)+" to fall back to")
 		case x.dynamoServes(x.in.model):
-			x.fail(http.StatusServiceUnavailable, codeNoBackend,
-				"no usable Dynamo frontend replica for model "+quote(x.in.model))
+			x.failRetryLater(codeNoBackend, "no usable Dynamo frontend replica for model "+quote(x.in.model))
+		case x.shimsServe(x.in.model):
+			x.failRetryLater(codeNoBackend, "no Dynamo worker can be pinned for model "+quote(x.in.model)+
+				" now (the fleet view has none), and only Dynamo frontends serve it")
 		default:
 			x.fail(http.StatusNotFound, codeModelNotFound,
 				"the model "+quote(x.in.model)+" does not exist or you do not have access to it")
@@ -245,7 +256,7 @@ func (x *exchange) serveUnified(fallback bool) {
 		x.unsent.writeAs(x)
 		return
 	case unavailable:
-		x.fail(http.StatusServiceUnavailable, codeNoBackend, "no healthy backend for model "+quote(x.in.model))
+		x.failRetryLater(codeNoBackend, "no healthy backend for model "+quote(x.in.model))
 		return
 	case connectFailed:
 		x.fail(http.StatusBadGateway, codeUpstreamDown, "no backend for model "+quote(x.in.model)+" could be reached")
@@ -289,6 +300,30 @@ func (x *exchange) dynamoServes(model string) bool {
 		}
 	}
 	return false
+}
+
+// shimsServe reports whether a shim pool's backend the key may use lists
+// the model: the model exists, but only behind direct-mode frontends.
+func (x *exchange) shimsServe(model string) bool {
+	rot := x.st.unified[model]
+	return x.st.pinning && rot != nil && rot.allowsAny(x.key)
+}
+
+// retryAfterSeconds is the pause a 503 asks for: the fleet view or a
+// backend's health may return any moment, and SDKs honour the header.
+const retryAfterSeconds = "2"
+
+// failRetryLater answers 503 with Retry-After: nothing can serve the
+// request now, but something may soon.
+func (x *exchange) failRetryLater(code, msg string) {
+	x.w.Header().Set("Retry-After", retryAfterSeconds)
+	x.fail(http.StatusServiceUnavailable, code, msg)
+}
+
+// isClientError reports an upstream 4xx that says the request is wrong:
+// any but 408 and 429, which say the upstream is slow or busy.
+func isClientError(status int) bool {
+	return status/100 == 4 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
 // quote renders a client-supplied name for an error message: escaped,

@@ -58,6 +58,7 @@ func errorJSON(status int, code, msg string) []byte {
 // writeError answers with an OpenAI error. Headers already set on w
 // (disclosure headers) are kept; an upstream Content-Length is not.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	noteOf(w).answered(code, msg)
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")

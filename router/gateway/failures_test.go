@@ -68,7 +68,7 @@ func TestShimFailureBuffered(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		status int
-	}{{"5xx", 500}, {"bad gateway", 502}, {"4xx", 400}, {"429", 429}} {
+	}{{"5xx", 500}, {"bad gateway", 502}, {"429", 429}, {"408", 408}} {
 		t.Run(tc.name+" without fallback", func(t *testing.T) {
 			shim, vllm := newUpstream(t, "dyn-a"), newUpstream(t, "vllm")
 			shim.setRespond(respondStatus(tc.status, "engine exploded"))
@@ -117,8 +117,8 @@ func TestFallbackWithoutUnifiedBackend(t *testing.T) {
 	assert.Len(t, shim.requests(), 1)
 }
 
-// On streams, only transport failures, 5xx, 429 and 408 fall back; other
-// 4xx are the client's and are relayed as they came.
+// On streams too, only transport failures, 5xx, 429 and 408 fall back;
+// other 4xx are the client's and reach it with their status and message.
 func TestShimFailureStreaming(t *testing.T) {
 	for _, tc := range []struct {
 		status   int
@@ -143,7 +143,7 @@ func TestShimFailureStreaming(t *testing.T) {
 				return
 			}
 			assert.Equal(t, tc.status, resp.StatusCode)
-			assert.JSONEq(t, string(errorJSON(tc.status, "upstream", "upstream says no")), string(body), "relayed byte for byte")
+			assert.JSONEq(t, string(errorJSON(tc.status, "upstream", "upstream says no")), string(body), "status, code and message kept")
 			assert.Empty(t, vllm.requests())
 			assert.Empty(t, dynamoHeaders(resp.Header))
 			assert.Equal(t, 0.0, counter(t, f, "disagg_errors", metrics.PhaseDecode))

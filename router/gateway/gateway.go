@@ -71,6 +71,10 @@ type Gateway struct {
 	// inflight counts running handlers, so Close can wait for them to
 	// return their upstream connections before dropping idle ones.
 	inflight sync.WaitGroup
+	// running counts inference requests, against gateway.max_in_flight;
+	// parseSlots bounds the bodies parsed at once.
+	running    atomic.Int64
+	parseSlots chan struct{}
 
 	mu     sync.Mutex // serializes Reload and Close
 	closed bool
@@ -95,6 +99,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 	g := &Gateway{
 		registry: o.Registry, picker: o.Picker, metrics: o.Metrics, log: o.Log,
 		clock: o.Clock, est: o.Estimator, onOutcome: o.OnOutcome, transport: t,
+		parseSlots: newParseSlots(),
 	}
 	g.prober = &prober{
 		// Probes never follow redirects: a health route that redirects is

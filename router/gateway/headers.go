@@ -102,6 +102,9 @@ func removeHopByHop(h http.Header) {
 var notForwarded = []string{"Authorization", "Cookie", "Host", "Content-Length", "Accept-Encoding", "Expect", hdrXBackend}
 
 // outboundHeaders builds an upstream request's headers from the client's.
+// Client x-switchyard-* headers stay at the gateway too: the prefix is the
+// router's own, and an upstream that trusts it (another Switchyard, a
+// proxy) must only ever see it from a router.
 func outboundHeaders(client http.Header) http.Header {
 	h := client.Clone()
 	if h == nil {
@@ -110,6 +113,11 @@ func outboundHeaders(client http.Header) http.Header {
 	removeHopByHop(h)
 	for _, k := range notForwarded {
 		h.Del(k)
+	}
+	for k := range h {
+		if hasPrefixFold(k, ownHeaderPrefix) {
+			delete(h, k)
+		}
 	}
 	stripDynamo(h)
 	return h

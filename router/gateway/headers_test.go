@@ -150,8 +150,25 @@ func TestOutboundHeadersDropConnectionScopedAndSecrets(t *testing.T) {
 		"Connection": {"keep-alive, X-Hop"}, "X-Hop": {"1"}, "Keep-Alive": {"timeout=5"},
 		"Authorization": {"Bearer k"}, "Cookie": {"c=1"}, "Accept-Encoding": {"gzip"},
 		"X-Backend": {""}, "Te": {"trailers"}, "User-Agent": {"sdk"}, "X-Dynamo-Dp-Rank": {"9"},
+		"X-Switchyard-Backend": {"spoof"}, "x-switchyard-worker-instance-id": {"7"},
 	})
 	assert.Equal(t, http.Header{"User-Agent": {"sdk"}}, h)
+}
+
+// A client's x-switchyard-* headers, in any case, never reach a backend:
+// the prefix is the router's own.
+func TestClientSwitchyardHeadersAreNotForwarded(t *testing.T) {
+	vllm := newUpstream(t, "vllm")
+	f := newFixture(t, dynamoConfig(nil, backendFor(vllm, plainModel)), nil)
+	resp, body := f.post(pathChat, chatBody(plainModel, false), http.Header{
+		"X-Switchyard-Routing-Path": {"unified"}, "X-SWITCHYARD-TENANT": {"t"}, "X-Tenant": {"kept"},
+	})
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	got := vllm.requests()[0].Header
+	for k := range got {
+		assert.False(t, hasPrefixFold(k, ownHeaderPrefix), "%s reached the backend", k)
+	}
+	assert.Equal(t, "kept", got.Get("X-Tenant"))
 }
 
 func TestSetPinsAndDisclose(t *testing.T) {

@@ -321,13 +321,14 @@ type fixtureOptions struct {
 	// readTimeout is the server's ReadTimeout; streams must outlive it.
 	readTimeout time.Duration
 	onOutcome   func(Outcome)
+	log         *slog.Logger
 }
 
 func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, opts ...func(*fixtureOptions)) *fixture {
 	t.Helper()
 	errs, _ := cfg.Validate()
 	require.Empty(t, errs, "test configuration must be valid")
-	o := fixtureOptions{clock: clock.Real{}, readTimeout: 500 * time.Millisecond}
+	o := fixtureOptions{clock: clock.Real{}, readTimeout: 500 * time.Millisecond, log: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -336,7 +337,7 @@ func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, o
 	f := &fixture{t: t, reg: reg, picker: &rrPicker{}, metrics: metrics.New()}
 	f.gw = New(cfg, Options{
 		Registry: reg, Picker: picker.NewHolder(f.picker), Metrics: f.metrics.Gateway,
-		Log: slog.New(slog.DiscardHandler), Clock: o.clock, OnOutcome: o.onOutcome,
+		Log: o.log, Clock: o.clock, OnOutcome: o.onOutcome,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", f.gw.Handler())

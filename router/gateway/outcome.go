@@ -14,14 +14,14 @@ const (
 	// OutcomeOK: the answer reached the client whole.
 	OutcomeOK = "ok"
 	// OutcomeFailed: the frontend could not be reached or timed out,
-	// answered 5xx (or 408, 429, or any error to a buffered request), or
-	// its answer broke off.
+	// answered 5xx, 408 or 429, or its answer broke off.
 	OutcomeFailed = "failed"
 	// OutcomeRefused: the frontend refused the pins (a direct-mode
 	// frontend wanting a prefill pin the selection lacks).
 	OutcomeRefused = "refused"
 	// OutcomeRejected: the request could not be put to the frontend, or
-	// a streaming request's client error was relayed as sent.
+	// the frontend answered it with a client error (a 4xx but 408 and
+	// 429), which was relayed.
 	OutcomeRejected = "rejected"
 	// OutcomeCancelled: the client left, or gateway.request_timeout
 	// passed.

@@ -124,8 +124,8 @@ func TestOutcomeOfServedRequests(t *testing.T) {
 		assert.Equal(t, 2, got.one(t).OutputTokens)
 	})
 	t.Run("not pinned", func(t *testing.T) {
-		shim := newUpstream(t, "dyn-a")
-		f, got := outcomeFixture(t, shim, false, nil)
+		shim, vllm := newUpstream(t, "dyn-a"), newUpstream(t, "vllm")
+		f, got := outcomeFixture(t, shim, false, nil, vllm)
 		f.picker.refuse = true
 		resp, b := f.post(pathChat, chatBody(clientModel, false), nil)
 		require.Equal(t, 200, resp.StatusCode, "served unified: %s", b)
@@ -149,6 +149,7 @@ func TestOutcomeOfFailures(t *testing.T) {
 		{name: "5xx with fallback", respond: respondStatus(500, "boom"), fallback: true, status: OutcomeFailed},
 		{name: "refusal", respond: respondStatus(500, refusalText), status: OutcomeRefused},
 		{name: "streamed 4xx", respond: respondStatus(422, "bad field"), stream: true, status: OutcomeRejected, firstB: true},
+		{name: "buffered 4xx", respond: respondStatus(400, "bad field"), status: OutcomeRejected, firstB: true},
 		{name: "broken stream", stream: true, status: OutcomeFailed, firstB: true, respond: func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			writeEvent(w, chunk(true, clientModel, "partial ", ""))

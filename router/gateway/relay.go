@@ -34,6 +34,9 @@ func isDirectModeRefusal(body []byte) bool { return bytes.Contains(body, directM
 // returns its result.
 func (x *exchange) relay(a *attempt, peek []byte) string {
 	resp := a.resp
+	if isClientError(resp.StatusCode) {
+		return x.relayClientError(a, peek)
+	}
 	h := x.w.Header()
 	copyResponseHeaders(h, resp.Header)
 	var body io.Reader = resp.Body
@@ -54,6 +57,21 @@ func (x *exchange) relay(a *attempt, peek []byte) string {
 		result, v = x.brokenResult(a, err)
 	}
 	x.settle(a, result, v)
+	return result
+}
+
+// relayClientError answers an upstream 4xx with its status and message in
+// the client's error shape: upstreams (a Dynamo frontend among them) do
+// not all speak OpenAI's.
+func (x *exchange) relayClientError(a *attempt, peek []byte) string {
+	if peek == nil {
+		peek = peekBody(a)
+	}
+	status := a.resp.StatusCode
+	result := statusResult(status)
+	x.settle(a, result, verdictFor(status))
+	code, msg := upstreamError(peek, status)
+	x.fail(status, code, msg)
 	return result
 }
 

@@ -31,26 +31,40 @@ func (g *Gateway) responses() http.Handler {
 			p.write(w)
 			return
 		}
-		// Validates model and stream, and strips client nvext pins and
-		// token_data from the passthrough body.
-		in, p := parseInbound(body, kindChat, g.est)
+		release, ok := g.parsing(r.Context())
+		if !ok {
+			return // the client left
+		}
+		in, conv, p := g.parseResponses(body)
+		release()
 		if p != nil {
 			p.write(w)
 			return
 		}
-		conv := &responsesConverter{native: in.body, model: in.model, created: g.clock.Now()}
-		if chat, err := responsesToChat(in.body); err != nil {
-			// Only a send to a converting backend needs the conversion;
-			// a native one takes the request as it is.
-			conv.problem = problemOf(err)
-		} else if cin, p := parseInbound(chat, kindChat, g.est); p == nil {
-			conv.chat = cin.body
-			in.promptTokens, in.maxTokens = cin.promptTokens, cin.maxTokens
-		} else {
-			conv.problem = p
-		}
 		g.serveConverted(w, r, st, key, in, pathResponses, pathResponses, conv)
 	})
+}
+
+// parseResponses reads a Responses body: model and stream validated,
+// client nvext pins and token_data stripped from the passthrough body,
+// and its chat conversion when there is one.
+func (g *Gateway) parseResponses(body []byte) (*inbound, *responsesConverter, *problem) {
+	in, p := parseInbound(body, kindChat, g.est)
+	if p != nil {
+		return nil, nil, p
+	}
+	conv := &responsesConverter{native: in.body, model: in.model, created: g.clock.Now()}
+	if chat, err := responsesToChat(in.body); err != nil {
+		// Only a send to a converting backend needs the conversion; a
+		// native one takes the request as it is.
+		conv.problem = problemOf(err)
+	} else if cin, p := parseInbound(chat, kindChat, g.est); p == nil {
+		conv.chat = cin.body
+		in.promptTokens, in.maxTokens = cin.promptTokens, cin.maxTokens
+	} else {
+		conv.problem = p
+	}
+	return in, conv, nil
 }
 
 // responsesConverter answers one Responses request.

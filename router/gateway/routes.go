@@ -22,15 +22,15 @@ const (
 // and "/anthropic/".
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(pathChat, g.instrument(metrics.RouteChatCompletions, http.MethodPost, g.inference(kindChat, pathChat)))
-	mux.Handle(pathCompletion, g.instrument(metrics.RouteCompletions, http.MethodPost, g.inference(kindCompletion, pathCompletion)))
+	mux.Handle(pathChat, g.instrument(metrics.RouteChatCompletions, http.MethodPost, g.admit(false, g.inference(kindChat, pathChat))))
+	mux.Handle(pathCompletion, g.instrument(metrics.RouteCompletions, http.MethodPost, g.admit(false, g.inference(kindCompletion, pathCompletion))))
 	mux.Handle(pathModels, g.instrument(metrics.RouteModels, http.MethodGet, http.HandlerFunc(g.models)))
 	// The Anthropic routes check their method themselves, to refuse in
 	// Anthropic's error shape.
-	mux.Handle(pathMessages, g.instrument(metrics.RouteMessages, "", g.messages()))
-	mux.Handle(pathAnthropicMessages, g.instrument(metrics.RouteMessages, "", g.messages()))
+	mux.Handle(pathMessages, g.instrument(metrics.RouteMessages, "", g.admit(true, g.messages())))
+	mux.Handle(pathAnthropicMessages, g.instrument(metrics.RouteMessages, "", g.admit(true, g.messages())))
 	mux.Handle(anthropicPrefix, g.instrument(metrics.RouteOther, "", http.HandlerFunc(anthropicNotFound)))
-	mux.Handle(pathResponses, g.instrument(metrics.RouteResponses, http.MethodPost, g.responses()))
+	mux.Handle(pathResponses, g.instrument(metrics.RouteResponses, http.MethodPost, g.admit(false, g.responses())))
 	mux.Handle("/v1/", g.instrument(metrics.RouteOther, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})))
@@ -45,7 +45,14 @@ func (g *Gateway) instrument(route, method string, h http.Handler) http.Handler 
 		defer g.inflight.Done()
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
-		defer func() { g.metrics.ObserveRequest(route, rec.status(r), time.Since(start)) }()
+		defer func() {
+			status, took := rec.status(r), time.Since(start)
+			g.metrics.ObserveRequest(route, status, took)
+			if rec.note.refused != "" {
+				g.metrics.CountRefused(rec.note.refused)
+			}
+			g.logEnd(r, route, status, &rec.note, took)
+		}()
 		if method != "" && r.Method != method {
 			w.Header().Set("Allow", method)
 			writeError(rec, http.StatusMethodNotAllowed, codeMethodNotAllowed, "use "+method+" for "+r.URL.Path)
@@ -73,7 +80,12 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			p.write(w)
 			return
 		}
+		release, ok := g.parsing(r.Context())
+		if !ok {
+			return // the client left
+		}
 		in, p := parseInbound(body, k, g.est)
+		release()
 		if p != nil {
 			p.write(w)
 			return
@@ -82,7 +94,7 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 		defer cancel()
 		x := &exchange{
 			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
-			disclose: wantsDisclosure(r.Header), now: g.clock.Now(),
+			disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w),
 		}
 		x.serve()
 	})
@@ -100,6 +112,7 @@ func orDefaultInt(v, def int64) int64 {
 type recorder struct {
 	http.ResponseWriter
 	code int
+	note requestNote
 }
 
 func (r *recorder) WriteHeader(code int) {

@@ -11,9 +11,15 @@ import (
 	"switchyard/router/metrics"
 )
 
-// maxHeldEvent bounds how much of one unfinished event is held before it
-// is passed on as is; events are normally a few KiB.
+// maxHeldEvent bounds one event as it is read, whether it comes as one
+// long line or as many lines without the blank line that ends it; events
+// are normally a few KiB. A stream with a longer one is ended with an
+// error: passing it on would only move the unbounded buffer to the client.
 const maxHeldEvent = 1 << 20
+
+// codeEventTooLarge ends a stream whose backend sent an event past
+// maxHeldEvent.
+const codeEventTooLarge = "upstream_event_too_large"
 
 // sendFunc writes bytes to the client and flushes them.
 type sendFunc func([]byte) error
@@ -23,8 +29,8 @@ type sendFunc func([]byte) error
 // rewrites them into its own dialect.
 type streamSink interface {
 	// event takes one complete event, its closing blank line included.
-	// part marks a fragment instead: the held bytes of an event longer
-	// than maxHeldEvent, or an unfinished event at the end of the stream.
+	// part marks a fragment instead: an unfinished event at the end of
+	// the stream.
 	event(send sendFunc, ev []byte, part bool) error
 	// end is told the upstream stream ended cleanly.
 	end(send sendFunc) error
@@ -68,6 +74,13 @@ func (x *exchange) pumpStream(a *attempt, body io.Reader, sink streamSink) (stri
 	var event []byte
 	for {
 		line, err := br.ReadSlice('\n')
+		if len(event)+len(line) > maxHeldEvent {
+			// Checked on every line, before it is held.
+			const msg = "the backend sent an event larger than the gateway holds (1 MiB)"
+			x.note.streamEnded(codeEventTooLarge, msg)
+			sink.broken(send, http.StatusBadGateway, codeEventTooLarge, msg)
+			return metrics.ResultStreamError, failure
+		}
 		if len(line) > 0 {
 			a.progress()
 			event = append(event, line...)
@@ -75,29 +88,25 @@ func (x *exchange) pumpStream(a *attempt, body io.Reader, sink streamSink) (stri
 		switch {
 		case err == nil && isBlankLine(line):
 			if err := sink.event(send, event, false); err != nil {
-				return sinkResult(err)
+				return x.sinkResult(err)
 			}
 			event = event[:0]
 		case errors.Is(err, bufio.ErrBufferFull):
-			if len(event) > maxHeldEvent {
-				if err := sink.event(send, event, true); err != nil {
-					return sinkResult(err)
-				}
-				event = event[:0]
-			}
+			// A line longer than the read buffer: held until it ends.
 		case errors.Is(err, io.EOF):
 			if len(event) > 0 {
 				if err := sink.event(send, event, true); err != nil {
-					return sinkResult(err)
+					return x.sinkResult(err)
 				}
 			}
 			if err := sink.end(send); err != nil {
-				return sinkResult(err)
+				return x.sinkResult(err)
 			}
 			return metrics.ResultOK, success
 		case err != nil:
 			result, v := x.brokenResult(a, err)
 			if status, code, msg, ok := x.streamFailure(result); ok {
+				x.note.streamEnded(code, msg)
 				sink.broken(send, status, code, msg)
 			}
 			return result, v
@@ -119,6 +128,15 @@ func (x *exchange) streamSender() sendFunc {
 		_ = rc.SetWriteDeadline(time.Now().Add(dw.d))
 		return rc.Flush()
 	}
+}
+
+// sinkResult classifies a sink's error, noting a failed stream for the
+// request's log line.
+func (x *exchange) sinkResult(err error) (string, verdict) {
+	if errors.Is(err, errStreamFailed) {
+		x.note.streamEnded(codeUpstreamError, "the backend's stream reported an error or ended before the answer did")
+	}
+	return sinkResult(err)
 }
 
 // sinkResult classifies a sink's error: its own verdict on the upstream,

@@ -77,6 +77,17 @@ const (
 // RoutingPaths lists every routing_path label value.
 var RoutingPaths = []string{PathDisaggregated, PathAggregated, PathUnified, PathFallback}
 
+// Reasons the gateway refuses a request before routing it (the reason
+// label of switchyard_gateway_refused_requests_total).
+const (
+	RefusedOverloaded   = "overloaded"    // gateway.max_in_flight requests already running
+	RefusedBounds       = "bounds"        // a body past a message, part, prompt or nvext bound
+	RefusedDuplicateKey = "duplicate_key" // a body naming a routing member twice
+)
+
+// RefusedReasons lists every reason label value.
+var RefusedReasons = []string{RefusedOverloaded, RefusedBounds, RefusedDuplicateKey}
+
 // Gateway are the HTTP ingress collectors. The backend label only ever
 // holds configured backend names: SetBackends installs the set, and counts
 // for any other name are dropped.
@@ -87,6 +98,7 @@ type Gateway struct {
 	Healthy        *prometheus.GaugeVec
 	DisaggErrors   *prometheus.CounterVec
 	DisaggRequests *prometheus.CounterVec
+	Refused        *prometheus.CounterVec
 
 	mu    sync.RWMutex
 	known map[string]bool
@@ -122,7 +134,14 @@ func newGateway() *Gateway {
 			Name: "switchyard_disaggregated_requests_total",
 			Help: "Routed inference requests by routing path, once per request.",
 		}, []string{"routing_path"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_gateway_refused_requests_total",
+			Help: "Client requests refused before routing, by reason: overloaded (503), bounds or duplicate_key (400).",
+		}, []string{"reason"}),
 		known: map[string]bool{},
+	}
+	for _, r := range RefusedReasons {
+		g.Refused.WithLabelValues(r)
 	}
 	for _, r := range Routes {
 		g.Duration.WithLabelValues(r)
@@ -137,7 +156,7 @@ func newGateway() *Gateway {
 }
 
 func (g *Gateway) collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.Requests, g.Duration, g.Backend, g.Healthy, g.DisaggErrors, g.DisaggRequests}
+	return []prometheus.Collector{g.Requests, g.Duration, g.Backend, g.Healthy, g.DisaggErrors, g.DisaggRequests, g.Refused}
 }
 
 // ObserveRequest counts one finished client request.
@@ -203,6 +222,11 @@ func (g *Gateway) CountDisaggError(phase string) {
 // CountRoutingPath counts one routed request.
 func (g *Gateway) CountRoutingPath(path string) {
 	g.DisaggRequests.WithLabelValues(closed(path, RoutingPaths, PathUnified)).Inc()
+}
+
+// CountRefused counts a request refused before routing.
+func (g *Gateway) CountRefused(reason string) {
+	g.Refused.WithLabelValues(closed(reason, RefusedReasons, RefusedBounds)).Inc()
 }
 
 // closed returns v when it is in the set, else fallback; it guards label

@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"switchyard/router/metrics"
+)
+
+func refusedCount(f *fixture, reason string) float64 {
+	return testutil.ToFloat64(f.metrics.Gateway.Refused.WithLabelValues(reason))
+}
+
+// Past gateway.max_in_flight running inference requests, the next is a
+// 503 with Retry-After, in its route's dialect, before its body is read;
+// once one ends, requests are taken again.
+func TestMaxInFlight(t *testing.T) {
+	vllm := newUpstream(t, "vllm")
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	vllm.setRespond(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		answer(w, r, body, "slow")
+	})
+	cfg := dynamoConfig(nil, backendFor(vllm, plainModel))
+	cfg.Gateway.MaxInFlight = 1
+	f := newFixture(t, cfg, nil)
+
+	done := make(chan int)
+	go func() {
+		resp, _ := f.post(pathChat, chatBody(plainModel, false), nil)
+		done <- resp.StatusCode
+	}()
+	<-arrived
+
+	resp, body := f.post(pathChat, chatBody(plainModel, false), nil)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, codeOverloaded, errorCode(t, body))
+	assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+	resp, body = f.post(pathMessages, `{"model":"`+plainModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "error", jsonOf(t, body)["type"], "Anthropic's shape on its route")
+	resp, _ = f.get(pathModels, nil)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the models list is not an inference request")
+
+	close(release)
+	require.Equal(t, http.StatusOK, <-done)
+	resp, body = f.post(pathChat, chatBody(plainModel, false), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	eventually(t, "the count", func() bool { return refusedCount(f, metrics.RefusedOverloaded) == 2 })
+}
+
+// Bodies past a bound or naming a routing member twice are 400s, counted
+// by reason, and never reach a backend.
+func TestRefusedBodiesAreCounted(t *testing.T) {
+	vllm := newUpstream(t, "vllm")
+	f := newFixture(t, dynamoConfig(nil, backendFor(vllm, plainModel)), nil)
+
+	many := `{"model":"` + plainModel + `","messages":[` + strings.TrimSuffix(strings.Repeat(`{},`, maxMessages+1), ",") + `]}`
+	resp, body := f.post(pathChat, many, nil)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), "more than 4096 messages")
+
+	resp, body = f.post(pathChat, `{"model":"`+plainModel+`","nvext":{},"nvext":{"backend_instance_id":1}}`, nil)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), "more than once")
+
+	manyBlocks := `{"model":"` + plainModel + `","max_tokens":8,"messages":[{"role":"user","content":[` +
+		strings.TrimSuffix(strings.Repeat(`{"type":"text","text":"a"},`, maxBlocks+1), ",") + `]}]}`
+	resp, _ = f.post(pathMessages, manyBlocks, nil)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
+	assert.Empty(t, vllm.requests())
+	eventually(t, "the counts", func() bool {
+		return refusedCount(f, metrics.RefusedBounds) == 2 && refusedCount(f, metrics.RefusedDuplicateKey) == 1
+	})
+}
