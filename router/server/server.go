@@ -78,6 +78,7 @@ type Server struct {
 	reloads   *prometheus.CounterVec // switchyard_config_reloads_total
 	unserved  *unservedModels
 	closeOnce sync.Once
+	silent    silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
@@ -158,6 +159,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.listener = ln
 	s.http = newHTTPServer(gateway.StripDynamoHeaders(s.routes()), cfg.Gateway)
+	s.http.ConnState = s.silent.track
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "error", err)
@@ -483,6 +485,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Load().Gateway.ShutdownGrace.Std())
+			s.http.RegisterOnShutdown(s.silent.closeAll)
 			if err := s.http.Shutdown(ctx); err != nil {
 				s.log.Warn("shutdown grace expired; closing the remaining connections", "error", err)
 				_ = s.http.Close()

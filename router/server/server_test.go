@@ -395,3 +395,34 @@ func TestIngressesAreMounted(t *testing.T) {
 		require.Contains(t, string(b), "model", "%s answers with its own validation error", path)
 	}
 }
+
+// A client that connected and sent nothing does not hold the stop:
+// net/http's Shutdown alone would wait 5 s for it; the grace here is
+// longer still, so only closing silent connections makes Close quick.
+func TestCloseEndsSilentConnections(t *testing.T) {
+	up := streamingUpstream(t, 1, time.Millisecond)
+	cfg := gatewayConfig(up.URL)
+	cfg.Gateway.ShutdownGrace = config.Duration(time.Minute)
+	srv, err := New(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	silent, err := net.Dial("tcp", srv.Addr())
+	require.NoError(t, err)
+	defer silent.Close()
+	// A request on another connection proves the server has accepted
+	// (and seen the state of) connections before the stop.
+	resp := chat(t, "http://"+srv.Addr(), false)
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	eventually(t, "the silent connection to be tracked", func() bool {
+		srv.silent.mu.Lock()
+		defer srv.silent.mu.Unlock()
+		return len(srv.silent.conns) > 0
+	})
+
+	start := time.Now()
+	srv.Close()
+	require.Less(t, time.Since(start), 5*time.Second, "Close waited for the silent connection")
+	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = silent.Read(make([]byte, 1))
+	require.Error(t, err, "the silent connection is closed")
+}
