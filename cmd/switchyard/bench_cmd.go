@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"switchyard/internal/progress"
+	"switchyard/internal/traces"
 	"switchyard/reports"
 	"switchyard/sim"
 	"switchyard/sim/stats"
@@ -209,7 +211,7 @@ func benchScenario(f benchPickersFlags) (*sim.Scenario, string, error) {
 	if f.scenario != "" {
 		return sc, seedSource, sc.Validate()
 	}
-	abs, err := filepath.Abs(f.trace)
+	abs, err := benchTracePath(f.trace)
 	if err != nil {
 		return nil, "", err
 	}
@@ -240,4 +242,18 @@ func setupOf(sc *sim.Scenario) *reports.Setup {
 		OverlapScoreCredit: ko.OverlapScoreCredit, PrefillLoadScale: ko.PrefillLoadScale, Temperature: ko.Temperature,
 		ConditionalDisaggregation: ko.ConditionalDisagg, DecodeBusyThreshold: ko.DecodeBusyThreshold}}
 	return s
+}
+
+// benchTracePath is --trace as given when that file exists, otherwise the
+// trace of that name in the trace directory ($SWITCHYARD_TRACE_DIR), so
+// `--trace mooncake_conversation_trace.jsonl` works from any clone.
+func benchTracePath(name string) (string, error) {
+	if _, err := os.Stat(name); err == nil || filepath.IsAbs(name) {
+		return filepath.Abs(name)
+	}
+	path, err := traces.Find(name)
+	if err != nil {
+		return "", fmt.Errorf("--trace %s: not found here; %w", name, err)
+	}
+	return path, nil
 }

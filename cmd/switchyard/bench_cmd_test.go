@@ -98,3 +98,16 @@ func TestBenchSummaryDescribesTheFleetsKnobs(t *testing.T) {
 	assert.Equal(t, "default", w.SeedSource)
 	assert.NotEqual(t, string(rawA), string(rawB))
 }
+
+// A --trace name that is not a file here is looked up in the trace
+// directory; one found nowhere is refused with where to put it.
+func TestBenchTraceFoundInTheTraceDirectory(t *testing.T) {
+	trace := miniTrace(t, 20)
+	t.Setenv("SWITCHYARD_TRACE_DIR", filepath.Dir(trace))
+	sum, _, _ := benchRun(t, "--trace", filepath.Base(trace), "--workers", "2")
+	assert.Equal(t, 20, sum.Pickers["load"].Requests)
+
+	out, err := run(t, "bench", "pickers", "--trace", "no-such-trace.jsonl", "--workers", "2", "--out", t.TempDir())
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error()+out, "SWITCHYARD_TRACE_DIR")
+}
