@@ -69,7 +69,7 @@ func HTML(c Comparison) []byte {
 	fmt.Fprintf(&b, "<title>%s</title><style>%s</style></head>\n<body><main>\n", esc(title), css)
 	fmt.Fprintf(&b, "<h1>%s</h1>\n<p class=\"meta\">", esc(title))
 	for _, kv := range contextLines(c) {
-		fmt.Fprintf(&b, "<span><b>%s</b> %s</span>", esc(kv[0]), esc(kv[1]))
+		fmt.Fprintf(&b, "<span><b>%s</b> %s</span> ", esc(kv[0]), esc(kv[1]))
 	}
 	b.WriteString("</p>\n")
 

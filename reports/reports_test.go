@@ -296,6 +296,10 @@ func TestIndexHTML(t *testing.T) {
 	if strings.Contains(s, "Imbalance over time") {
 		t.Error("the imbalance-over-time chart is still there")
 	}
+	// The context line's items are nowrap spans: they need a space between them to wrap at all.
+	if strings.Contains(s, "</span><span>") {
+		t.Error("context items without a break opportunity between them: the line cannot wrap")
+	}
 	// The headline table sits in a horizontal scroll container, with the columns chosen to fit.
 	if !strings.Contains(s, `<div class="scroll"><table>`) || !strings.Contains(s, ".scroll{overflow-x:auto}") {
 		t.Error("headline table is not in an overflow container")
