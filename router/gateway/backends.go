@@ -116,7 +116,7 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 		byName[b.name] = b
 	}
 
-	for _, sp := range shimPools(cfg) {
+	for _, sp := range cfg.ShimPools() {
 		pl := &pool{namespace: sp.Namespace}
 		for _, name := range sp.Backends {
 			if b := byName[name]; b != nil {
@@ -167,20 +167,6 @@ func addMember(m map[string]*rotation, model string, b *backend) {
 	if !slices.Contains(r.members, b) {
 		r.members = append(r.members, b)
 	}
-}
-
-// shimPools normalizes the two spellings: shim.backends is the single
-// pool of the one watched namespace.
-func shimPools(cfg *config.Config) []config.ShimPool {
-	s := cfg.Dynamo.Shim
-	if len(s.Pools) > 0 {
-		return s.Pools
-	}
-	ns := cfg.Dynamo.Discovery.Namespaces()
-	if len(s.Backends) == 0 || len(ns) == 0 {
-		return nil
-	}
-	return []config.ShimPool{{Namespace: ns[0], Backends: s.Backends}}
 }
 
 // runtimes indexes a state's runtimes by backend name.

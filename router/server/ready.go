@@ -160,7 +160,7 @@ func ServedModels(cfg *config.Config) []ServedModel {
 	}
 	var out []ServedModel
 	index := map[string]int{}
-	for _, p := range shimPools(cfg) {
+	for _, p := range cfg.ShimPools() {
 		for _, name := range p.Backends {
 			b, ok := byName[name]
 			if !ok || !b.IsEnabled() {
@@ -184,20 +184,6 @@ func ServedModels(cfg *config.Config) []ServedModel {
 		}
 	}
 	return out
-}
-
-// shimPools reads dynamo.shim as the gateway does: shim.backends is the
-// single pool of the first watched namespace.
-func shimPools(cfg *config.Config) []config.ShimPool {
-	s := cfg.Dynamo.Shim
-	if len(s.Pools) > 0 {
-		return s.Pools
-	}
-	ns := cfg.Dynamo.Discovery.Namespaces()
-	if len(s.Backends) == 0 || len(ns) == 0 {
-		return nil
-	}
-	return []config.ShimPool{{Namespace: ns[0], Backends: s.Backends}}
 }
 
 // serveReady answers /ready: 200 when every check passes, 503 otherwise,
