@@ -100,7 +100,10 @@ func workersCheck(cfg *config.Config, snap *discovery.Snapshot) readyCheck {
 		}
 	}
 	if len(missing) == 0 {
-		c.Detail = fmt.Sprintf("every served model has a routable worker (%d models)", len(served))
+		c.Detail = "every served model has a routable worker"
+		if len(served) > 1 {
+			c.Detail = fmt.Sprintf("each of the %d served models has a routable worker", len(served))
+		}
 		return c
 	}
 	c.OK, c.Detail = false, "no routable worker for "+nameSome(missing)
