@@ -16,6 +16,7 @@ const (
 	DefaultWriteTimeout          = 60 * time.Second
 	DefaultShutdownGrace         = 30 * time.Second
 	DefaultMaxInFlight           = 4096
+	DefaultMaxBufferedBodyBytes  = 512 << 20
 	DefaultBackendTimeout        = 300 * time.Second
 	DefaultHealthPath            = "/health"
 	DefaultHealthInterval        = 10 * time.Second
@@ -33,13 +34,14 @@ func Default() *Config {
 	return &Config{
 		Server: Server{BindAddress: DefaultBindAddress},
 		Gateway: Gateway{
-			MaxBodyBytes:   DefaultMaxBodyBytes,
-			Retries:        DefaultRetries,
-			RequestTimeout: Duration(DefaultRequestTimeout),
-			ReadTimeout:    Duration(DefaultReadTimeout),
-			WriteTimeout:   Duration(DefaultWriteTimeout),
-			ShutdownGrace:  Duration(DefaultShutdownGrace),
-			MaxInFlight:    DefaultMaxInFlight,
+			MaxBodyBytes:         DefaultMaxBodyBytes,
+			Retries:              DefaultRetries,
+			RequestTimeout:       Duration(DefaultRequestTimeout),
+			ReadTimeout:          Duration(DefaultReadTimeout),
+			WriteTimeout:         Duration(DefaultWriteTimeout),
+			ShutdownGrace:        Duration(DefaultShutdownGrace),
+			MaxInFlight:          DefaultMaxInFlight,
+			MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
 		},
 		Dynamo: Dynamo{
 			Discovery: Discovery{

@@ -107,6 +107,11 @@ type Gateway struct {
 	// MaxInFlight caps the inference requests being read, parsed or served
 	// at once; past it the gateway answers 503 with Retry-After.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxBufferedBodyBytes caps the request-body bytes held at once by all
+	// inference requests together (each is held until its answer ends);
+	// past it the gateway answers 503 with Retry-After. It is never less
+	// than MaxBodyBytes in effect, so one body of the largest size fits.
+	MaxBufferedBodyBytes int64 `yaml:"max_buffered_body_bytes"`
 }
 
 // APIKey is one client credential of the gateway. When any key is

@@ -14,6 +14,8 @@ const (
 	minKeyLength   = 16
 	maxAllowedList = 1024
 	maxInFlight    = 1 << 20
+	// maxBufferedBodyBytes is 64 GiB.
+	maxBufferedBodyBytes = 1 << 36
 )
 
 func (k *checker) gateway(c *Config) {
@@ -38,6 +40,10 @@ func (k *checker) gateway(c *Config) {
 	}
 	if g.MaxInFlight < 1 || g.MaxInFlight > maxInFlight {
 		k.err(p+".max_in_flight", "must be between 1 and %d, got %d", maxInFlight, g.MaxInFlight)
+	}
+	if g.MaxBufferedBodyBytes < minBodyBytes || g.MaxBufferedBodyBytes > maxBufferedBodyBytes {
+		k.err(p+".max_buffered_body_bytes", "must be between %d (1 KiB) and %d (64 GiB), got %d",
+			minBodyBytes, int64(maxBufferedBodyBytes), g.MaxBufferedBodyBytes)
 	}
 }
 

@@ -83,3 +83,43 @@ func TestRefusedBodiesAreCounted(t *testing.T) {
 		return refusedCount(f, metrics.RefusedBounds) == 2 && refusedCount(f, metrics.RefusedDuplicateKey) == 1
 	})
 }
+
+// Request bodies held at once share gateway.max_buffered_body_bytes: a
+// body that does not fit beside the ones held is refused with 503, and
+// the bytes come back when the holder's answer ends.
+func TestBufferedBodyBudget(t *testing.T) {
+	vllm := newUpstream(t, "vllm")
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	vllm.setRespond(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		answer(w, r, body, "slow")
+	})
+	cfg := dynamoConfig(nil, backendFor(vllm, plainModel))
+	cfg.Gateway.MaxBodyBytes = 32 << 10
+	cfg.Gateway.MaxBufferedBodyBytes = 48 << 10
+	f := newFixture(t, cfg, nil)
+	// A 24 KiB body: one fits the 48 KiB budget beside another, not two.
+	big := `{"model":"` + plainModel + `","messages":[{"role":"user","content":"` + strings.Repeat("a", 24<<10) + `"}]}`
+
+	done := make(chan int)
+	go func() {
+		resp, _ := f.post(pathChat, big, nil)
+		done <- resp.StatusCode
+	}()
+	<-arrived
+
+	resp, body := f.post(pathChat, big, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
+	assert.Equal(t, codeOverloaded, errorCode(t, body))
+	assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+
+	close(release)
+	require.Equal(t, http.StatusOK, <-done)
+	resp, body = f.post(pathChat, big, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the first body's bytes came back: %s", body)
+	assert.Zero(t, f.gw.bodies.held.Load(), "every byte given back")
+}

@@ -34,7 +34,8 @@ func (g *Gateway) messages() http.Handler {
 			writeAnthropicError(w, http.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid API key: send x-api-key: <key> or Authorization: Bearer <key>")
 			return
 		}
-		body, p := readBody(w, r, maxBodyFor(st))
+		body, releaseBody, p := g.readBody(w, r, st)
+		defer releaseBody()
 		if p != nil {
 			writeAnthropicProblem(w, p)
 			return

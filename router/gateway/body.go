@@ -53,13 +53,31 @@ func (p *problem) noteOn(w http.ResponseWriter) {
 	}
 }
 
-// readBody reads the whole request body under the size limit. The
-// server's ReadTimeout bounds how long a slow client may take.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *problem) {
-	tooLarge := &problem{status: http.StatusRequestEntityTooLarge, code: codeTooLarge, message: "request body is larger than the gateway's limit (gateway.max_body_bytes)"}
+// readBody reads the whole request body under the size limit and the
+// gateway's body budget; the caller runs release once the request's
+// answer has ended (the body is held until then). The server's
+// ReadTimeout bounds how long a slow client may take.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, st *state) (body []byte, release func(), p *problem) {
+	limit := maxBodyFor(st)
 	if r.ContentLength > limit {
-		return nil, tooLarge // refuse before reading a byte
+		return nil, func() {}, tooLarge() // refuse before reading a byte
 	}
+	br := &budgetReader{budget: &g.bodies, limit: budgetLimit(st.cfg.Gateway)}
+	release = func() { g.bodies.give(br.taken) }
+	data, p := readAll(w, r, limit, br)
+	if p != nil {
+		release()
+		return nil, func() {}, p
+	}
+	return data, release, nil
+}
+
+func tooLarge() *problem {
+	return &problem{status: http.StatusRequestEntityTooLarge, code: codeTooLarge, message: "request body is larger than the gateway's limit (gateway.max_body_bytes)"}
+}
+
+// readAll reads r's body through br under limit.
+func readAll(w http.ResponseWriter, r *http.Request, limit int64, br *budgetReader) ([]byte, *problem) {
 	// MaxBytesReader needs the server's own writer to mark the connection
 	// for closing once the limit is hit; wrappers hide that.
 	for {
@@ -69,15 +87,20 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *pro
 		}
 		w = u.Unwrap()
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	br.r = http.MaxBytesReader(w, r.Body, limit)
+	data, err := io.ReadAll(br)
 	if err == nil {
 		return data, nil
 	}
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {
+	case errors.Is(err, errBodyBudget):
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		return nil, &problem{status: http.StatusServiceUnavailable, code: codeOverloaded, refused: metrics.RefusedOverloaded,
+			message: "the gateway holds as many request bytes as it takes (gateway.max_buffered_body_bytes); retry shortly"}
 	case errors.As(err, &mbe):
-		return nil, tooLarge
+		return nil, tooLarge()
 	case errors.As(err, &ne) && ne.Timeout():
 		return nil, &problem{status: http.StatusRequestTimeout, code: codeReadTimeout, message: "the request body was not received in time"}
 	}

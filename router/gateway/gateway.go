@@ -75,6 +75,9 @@ type Gateway struct {
 	// parseSlots bounds the bodies parsed at once.
 	running    atomic.Int64
 	parseSlots chan struct{}
+	// bodies counts the request-body bytes held, against
+	// gateway.max_buffered_body_bytes.
+	bodies bodyBudget
 
 	mu     sync.Mutex // serializes Reload and Close
 	closed bool

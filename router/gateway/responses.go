@@ -26,7 +26,8 @@ func (g *Gateway) responses() http.Handler {
 			writeUnauthorized(w)
 			return
 		}
-		body, p := readBody(w, r, maxBodyFor(st))
+		body, releaseBody, p := g.readBody(w, r, st)
+		defer releaseBody()
 		if p != nil {
 			p.write(w)
 			return

@@ -74,8 +74,8 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			writeUnauthorized(w)
 			return
 		}
-		gw := st.cfg.Gateway
-		body, p := readBody(w, r, orDefaultInt(gw.MaxBodyBytes, config.DefaultMaxBodyBytes))
+		body, releaseBody, p := g.readBody(w, r, st)
+		defer releaseBody()
 		if p != nil {
 			p.write(w)
 			return
@@ -90,7 +90,7 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			p.write(w)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), orDefault(gw.RequestTimeout.Std(), config.DefaultRequestTimeout))
+		ctx, cancel := context.WithTimeout(r.Context(), orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
 		defer cancel()
 		x := &exchange{
 			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
