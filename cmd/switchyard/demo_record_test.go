@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"switchyard/internal/syncbuf"
 )
 
 // demo --record: the built binary records its router while requests go
@@ -27,7 +29,7 @@ func TestDemoRecordThenReplay(t *testing.T) {
 	addr := freeAddr(t)
 	db := filepath.Join(t.TempDir(), "demo.db")
 	cmd := exec.Command(bin, "demo", "--addr", addr, "--record", db, "--speedup", "200", "--log-format", "json")
-	out, logs := &syncBuffer{}, &syncBuffer{}
+	out, logs := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})

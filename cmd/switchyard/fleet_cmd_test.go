@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/internal/etcdtest"
+	"switchyard/internal/syncbuf"
 )
 
 // The fleet command registers its workers in a real etcd and serves the
@@ -36,7 +37,7 @@ speedup_ratio: 100
 lease_ttl_seconds: 5
 `, etcd.Endpoint(), fe)), 0o600))
 	cmd := exec.Command(bin, "fleet", "--config", cfg)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()

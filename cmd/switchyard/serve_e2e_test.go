@@ -11,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"switchyard/internal/etcdtest"
+	"switchyard/internal/syncbuf"
 )
 
 // The seed's own Endpoint and Model records (instance 7465265302745285).
@@ -27,24 +27,6 @@ const (
 	seedEndpoint    = `{"type":"Endpoint","namespace":"dynamo","component":"prefill","endpoint":"generate","instance_id":7465265302745285,"transport":{"tcp":"10.0.0.4:31000/1a7f2b/dynamo/prefill/generate"},"device_type":"cuda","request_plane_codec":"msgpack"}`
 	seedModel       = `{"type":"Model","namespace":"dynamo","component":"prefill","endpoint":"generate","instance_id":7465265302745285,"card_json":{"display_name":"Qwen/Qwen3-32B","worker_type":"Prefill","kv_cache_block_size":64,"runtime_config":{"total_kv_blocks":12000,"max_num_batched_tokens":8192,"max_num_seqs":256,"context_length":32768,"data_parallel_start_rank":0,"data_parallel_size":1,"disaggregated_endpoint":"dynamo/decode/generate"}}}`
 )
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // buildBinary compiles the real switchyard binary once per test run.
 func buildBinary(t *testing.T) string {
@@ -141,7 +123,7 @@ func TestServeAgainstEtcd(t *testing.T) {
 
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--log-format", "json")
 	cmd.Env = append(os.Environ(), "SWITCHYARD_TEST_TOKEN=tok")
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {

@@ -16,6 +16,7 @@ import (
 	"switchyard/fakefleet/publish"
 	"switchyard/fakefleet/registrar"
 	"switchyard/internal/etcdtest"
+	"switchyard/internal/syncbuf"
 )
 
 // A normal shutdown of serve (its context cancelled, as SIGTERM does)
@@ -53,7 +54,7 @@ dynamo:
   load: {direct_allow_cidrs: ["127.0.0.0/8"]}
 `, addr, shim.URL, etcd.Endpoint())), 0o600))
 
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	root := newRootCmd()
 	root.SetArgs([]string{"serve", "--config", path})
 	root.SetErr(logs)

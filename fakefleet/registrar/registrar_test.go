@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/internal/etcdtest"
+	"switchyard/internal/syncbuf"
 )
 
 func worker() Worker {
@@ -67,24 +67,6 @@ func TestRegisterKillAndDeregister(t *testing.T) {
 	require.Equal(t, 0, keysUnder(t, cli, "v1/"), "revoking removes the keys at once")
 }
 
-// logBuffer collects a logger's output while the test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -118,7 +100,7 @@ func liveUnder(t *testing.T, cli *clientv3.Client, r *Registration) bool {
 func TestRevokedLeaseReregisters(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	r, err := Register(context.Background(), cli, worker(), 2, slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
 	defer r.Kill()
@@ -142,7 +124,7 @@ func TestRevokedLeaseReregisters(t *testing.T) {
 func TestEtcdOutageReregisters(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	r, err := Register(context.Background(), cli, worker(), 1, slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
 	defer r.Kill()

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"switchyard/internal/syncbuf"
 )
 
 // fakeClock advances by step on every reading, so rates and durations are exact.
@@ -19,24 +21,6 @@ type fakeClock struct {
 }
 
 func (c *fakeClock) now() time.Time { return time.Unix(0, c.t.Add(int64(c.step))) }
-
-// lockedBuffer lets the test read what the redraw goroutine writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func plainLines(t *testing.T, out string) []string {
 	t.Helper()
@@ -153,7 +137,7 @@ func TestConcurrentAdds(t *testing.T) {
 }
 
 func TestTerminalRedrawsAndStops(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	clk := &fakeClock{step: 100 * time.Millisecond}
 	b := newBar(&out, 200, "sim", true, clk.now, time.Millisecond)
 	b.Add(50)

@@ -7,13 +7,13 @@ package pypeer
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"switchyard/internal/syncbuf"
 )
 
 // The waits are generous: the peers start a python interpreter, which on a
@@ -43,7 +43,7 @@ type Peer struct {
 	name   string
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr syncBuffer
+	stderr syncbuf.Buffer
 }
 
 // Start runs python with args (a script and its flags). The script is
@@ -125,21 +125,3 @@ func (p *Peer) Send(t testing.TB, line string) {
 // while the peer runs: the buffer is shared with the goroutine exec starts
 // to copy the peer's stderr into it.
 func (p *Peer) Stderr() string { return p.stderr.String() }
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(data []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(data)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -1,15 +1,14 @@
 package eventplane_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"switchyard/internal/syncbuf"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
 	"switchyard/router/eventplane"
@@ -17,23 +16,10 @@ import (
 	"switchyard/router/load"
 )
 
-// jsonLines collects JSON log records while the test reads them.
-type jsonLines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (j *jsonLines) Write(p []byte) (int, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.b.Write(p)
-}
-
-func (j *jsonLines) records() []map[string]any {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+// jsonRecords parses the JSON log records written to logs so far.
+func jsonRecords(logs *syncbuf.Buffer) []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(j.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var r map[string]any
 		if json.Unmarshal([]byte(line), &r) == nil {
 			out = append(out, r)
@@ -48,7 +34,7 @@ func TestPublisherClosingIsNoWarningButAFailedRedialIs(t *testing.T) {
 	const worker, pid = 11, 21
 	addr := freePort(t)
 	pub := zmq4Pub(t, addr)
-	logs := &jsonLines{}
+	logs := &syncbuf.Buffer{}
 	counts := &resultCounts{}
 	store := load.NewStore(counts.inc)
 	allow, err := eventplane.ParseAllow([]string{"127.0.0.0/8"})
@@ -63,7 +49,7 @@ func TestPublisherClosingIsNoWarningButAFailedRedialIs(t *testing.T) {
 	pub.Close()
 	byLevel := func(level string) []map[string]any {
 		var out []map[string]any
-		for _, r := range logs.records() {
+		for _, r := range jsonRecords(logs) {
 			if r["level"] == level && strings.Contains(r["msg"].(string), "subscription") {
 				out = append(out, r)
 			}
@@ -72,7 +58,7 @@ func TestPublisherClosingIsNoWarningButAFailedRedialIs(t *testing.T) {
 	}
 	eventually(t, "the failed redial's warning", func() bool { return len(byLevel("WARN")) > 0 })
 	infos := byLevel("INFO")
-	require.Len(t, infos, 1, "%v", logs.records())
+	require.Len(t, infos, 1, "%v", jsonRecords(logs))
 	require.Contains(t, infos[0]["msg"], "closed by its publisher")
 	warn := byLevel("WARN")[0]
 	require.Contains(t, warn["error"], "connection refused")

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/registrar"
+	"switchyard/internal/syncbuf"
 	"switchyard/router/config"
 )
 
@@ -62,24 +61,6 @@ func chatStatus(t *testing.T, base string) int {
 	return resp.StatusCode
 }
 
-// syncLog collects a server's log lines while the test reads them.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A server watching its real file: a legitimate edit applies; truncating
 // the file is refused, and requests, discovery and the admin API go on
 // under the last good configuration.
@@ -89,7 +70,7 @@ func TestWatchedFileTruncationIsRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(reloadFileConfig("first-admin-token-0001", up.URL)), 0o600))
 	cfg, err := config.Load(path)
 	require.NoError(t, err)
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
 	defer srv.Close()
@@ -155,7 +136,7 @@ func TestReloadFileRefusesSwitchingEverythingOff(t *testing.T) {
 	good := reloadFileConfig(token, up.URL)
 	cfg, err := config.Parse([]byte(good), nil)
 	require.NoError(t, err)
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
 	defer srv.Close()

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/registrar"
+	"switchyard/internal/syncbuf"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
 )
@@ -21,7 +22,7 @@ import (
 // A live router with Dynamo on and no shim backend: the discovered
 // model is logged and counted, once.
 func TestDiscoveredModelWithoutShimIsWarned(t *testing.T) {
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	srv, err := New(embeddedConfig("admin-token-0123456789"), slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
 	defer srv.Close()

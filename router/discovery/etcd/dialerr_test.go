@@ -5,30 +5,12 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"switchyard/internal/syncbuf"
 	"switchyard/router/clock"
 )
-
-// logBuffer collects a logger's output while the test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // closedPort is a loopback address nothing listens on.
 func closedPort(t *testing.T) string {
@@ -46,7 +28,7 @@ func closedPort(t *testing.T) string {
 func TestUnreachableEndpointWarningNamesEndpointAndDialError(t *testing.T) {
 	addr := closedPort(t)
 	endpoint := "http://" + addr
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	w := New(fastBackoff(Config{Endpoints: []string{endpoint}, Namespaces: []string{"dynamo"}}), &recorder{},
 		clock.Real{}, slog.New(slog.NewJSONHandler(logs, nil)), nil)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 
 	"switchyard/internal/pypeer"
+	"switchyard/internal/syncbuf"
 )
 
 // libzmq, driven through Debian's python3-zmq (internal/pypeer), is the
@@ -42,22 +42,15 @@ func startPyPub(t *testing.T, args ...string) (*pypeer.Peer, string) {
 // the PONGs it sent.
 type recordingConn struct {
 	net.Conn
-	mu  sync.Mutex
-	out bytes.Buffer
+	out syncbuf.Buffer
 }
 
 func (c *recordingConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
 	c.out.Write(b)
-	c.mu.Unlock()
 	return c.Conn.Write(b)
 }
 
-func (c *recordingConn) written() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.out.Bytes())
-}
+func (c *recordingConn) written() []byte { return c.out.Bytes() }
 
 type libzmqRun struct {
 	mode        string
