@@ -5,8 +5,8 @@ LDFLAGS := -X main.version=$(VERSION)
 
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... ./router/picker/... \
-        ./router/eventplane/... ./router/load/... ./router/kv/... ./router/admin/... ./router/metrics/... \
-        ./sim/... ./recorder/...
+        ./router/envelope/... ./router/eventplane/... ./router/load/... ./router/kv/... ./router/admin/... \
+        ./router/metrics/... ./sim/... ./recorder/...
 
 .PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
 
@@ -53,8 +53,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discovery/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
 	$(GO) test -run '^$$' -fuzz FuzzFleetFile -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./cmd/switchyard/
-	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/msgpack/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
+	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/envelope/msgpack/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/envelope/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeActiveLoad -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
 	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
 	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/

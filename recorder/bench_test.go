@@ -8,7 +8,7 @@ import (
 
 	"switchyard/fakefleet/wire"
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/picker"
 )
@@ -90,7 +90,7 @@ func benchWriter(b *testing.B, ntokens int) {
 			Prefill: picker.Pin{WorkerID: 1000, Role: discovery.RolePrefill}, HasPrefill: true,
 			DecodeReason: picker.ReasonLoad, PrefillReason: picker.ReasonLoad}, Candidates: cands})
 		for j, f := range loads {
-			w.LoadMessage(&events.LoadMessage{At: now, Namespace: "dynamo", PublisherID: uint64(1000 + j), Frames: f}, eventplane.Applied)
+			w.LoadMessage(&events.LoadMessage{At: now, Namespace: "dynamo", PublisherID: uint64(1000 + j), Frames: f}, envelope.Applied)
 		}
 		w.Outcome(Outcome{At: now.Add(time.Second), RequestID: id, Status: StatusOK, PromptTokens: 4096, CachedTokens: 1024,
 			OutputTokens: 256, TTFT: 80 * time.Millisecond, E2E: time.Second, ITL: 3 * time.Millisecond})

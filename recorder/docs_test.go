@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/fakefleet/wire"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/picker"
 )
@@ -53,7 +53,7 @@ func documentedRecording(t *testing.T) string {
 	}
 	w.LoadMessage(&events.LoadMessage{At: at(30), Namespace: "dynamo", PublisherID: 77,
 		Frames: wire.LoadMessage(77, 1, wire.ActiveLoad{WorkerID: 1003, DPRank: 1, KVUsedBlocks: wire.U64(5),
-			ActiveDecodeBlocks: wire.U64(3), ActivePrefillTokens: wire.U64(900)}, at(30))}, eventplane.Applied)
+			ActiveDecodeBlocks: wire.U64(3), ActivePrefillTokens: wire.U64(900)}, at(30))}, envelope.Applied)
 	w.Selection(Selection{At: at(31), RequestID: 42, OK: true, Candidates: []picker.Candidate{
 		{Phase: "decode", WorkerID: 1003, Cost: 0.5, Defined: true}, {Phase: "decode", WorkerID: 1004}}})
 	_, err := w.Close()

@@ -12,7 +12,7 @@ import (
 
 	"switchyard/fakefleet/wire"
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/picker"
 )
@@ -35,8 +35,8 @@ func mustCreate(t testing.TB, path string, run Run, opts Options) *Writer {
 	return w
 }
 
-func resultNamed(name string) eventplane.Result {
-	for _, r := range eventplane.Results() {
+func resultNamed(name string) envelope.Result {
+	for _, r := range envelope.Results() {
 		if r.String() == name {
 			return r
 		}

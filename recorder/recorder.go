@@ -110,7 +110,7 @@ const (
 )
 
 // LoadMessage is a recorded kv_metrics message with the result the core
-// gave it (an eventplane.Result name).
+// gave it (an envelope.Result name).
 type LoadMessage struct {
 	events.LoadMessage
 	Result string

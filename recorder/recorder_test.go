@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/fakefleet/wire"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 )
 
@@ -126,7 +126,7 @@ func TestDecodedLoadColumns(t *testing.T) {
 	badPayload := wire.Message("kv_metrics", pid, 79, []byte{0xc1}, at(3))
 	wrongTopic := wire.Message("kv-events", pid, 80, []byte{0x80}, at(4))
 	for i, f := range [][][]byte{good, sparse, badPayload, wrongTopic, {[]byte("short")}} {
-		w.LoadMessage(&events.LoadMessage{At: at(i), Namespace: "dynamo", PublisherID: pid, Frames: f}, eventplane.Applied)
+		w.LoadMessage(&events.LoadMessage{At: at(i), Namespace: "dynamo", PublisherID: pid, Frames: f}, envelope.Applied)
 	}
 	w.LoadConnected(events.LoadConnected{At: at(9), Namespace: "dynamo", PublisherID: pid})
 	_, err := w.Close()
@@ -204,7 +204,7 @@ func TestDropsCounted(t *testing.T) {
 
 	// After Close, record calls are counted, not written, and do not panic.
 	w.Outcome(Outcome{Status: StatusOK})
-	w.LoadMessage(&events.LoadMessage{Frames: [][]byte{{1}}}, eventplane.Applied)
+	w.LoadMessage(&events.LoadMessage{Frames: [][]byte{{1}}}, envelope.Applied)
 	require.Equal(t, uint64(sent-1), w.Stats().Dropped["outcomes"])
 	require.Equal(t, uint64(1), w.Stats().Dropped["load_messages"])
 	st2, err := w.Close()
@@ -518,7 +518,7 @@ func TestRecordCallsCopy(t *testing.T) {
 	ns := []string{"a"}
 	value := []byte("value")
 	keep := []string{"a"}
-	w.LoadMessage(&events.LoadMessage{Namespace: "n", Frames: frames}, eventplane.Malformed)
+	w.LoadMessage(&events.LoadMessage{Namespace: "n", Frames: frames}, envelope.Malformed)
 	w.KVMessage("n", 1, frames, time.Time{}, "malformed")
 	w.Request(Request{Tokens: tokens, Namespaces: ns})
 	w.Discovery(events.DiscoveryPut{KV: events.KV{Value: value}})

@@ -15,7 +15,7 @@ import (
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/load"
 )
@@ -68,8 +68,8 @@ type Writer struct {
 
 	// Owned by the writer goroutine until done is closed.
 	stmts   [numStmts]*sql.Stmt
-	dec     *eventplane.Decoder
-	msg     eventplane.Message
+	dec     *envelope.Decoder
+	msg     envelope.Message
 	frames  [][]byte
 	err     error
 	nerrors int
@@ -182,7 +182,7 @@ func create(db *sql.DB, path string, run Run, opts Options, log *slog.Logger) (*
 		path: path,
 		opts: opts,
 		ch:   make(chan record, opts.QueueSize),
-		dec:  eventplane.NewDecoder(discovery.TopicLoad, load.MaxPayloadBytes),
+		dec:  envelope.NewDecoder(discovery.TopicLoad, load.MaxPayloadBytes),
 		done: make(chan struct{}),
 	}
 	for i, q := range inserts {
@@ -310,7 +310,7 @@ func (w *Writer) LoadConnected(ev events.LoadConnected) {
 
 // LoadMessage records a kv_metrics message and the result the core gave
 // it. The frames are copied; the caller may reuse them at once.
-func (w *Writer) LoadMessage(ev *events.LoadMessage, result eventplane.Result) {
+func (w *Writer) LoadMessage(ev *events.LoadMessage, result envelope.Result) {
 	if ev == nil {
 		w.dropped[tLoad].Add(1)
 		return
@@ -595,7 +595,7 @@ func (w *Writer) decodeLoad(blob []byte, d *[6]any) {
 	}
 	w.frames = frames
 	defer clear(w.frames)
-	if w.dec.Decode(frames, &w.msg) != eventplane.Applied {
+	if w.dec.Decode(frames, &w.msg) != envelope.Applied {
 		return
 	}
 	d[0] = u2i(w.msg.Sequence)

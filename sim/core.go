@@ -7,7 +7,7 @@ import (
 
 	"switchyard/recorder"
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/kv"
 	"switchyard/router/load"
@@ -20,7 +20,7 @@ type Tap interface {
 	Discovery(ev events.Event)
 	Published(p recorder.Published)
 	LoadConnected(ev events.LoadConnected)
-	LoadMessage(ev *events.LoadMessage, result eventplane.Result)
+	LoadMessage(ev *events.LoadMessage, result envelope.Result)
 	KVConnected(namespace string, publisherID uint64, at time.Time)
 	KVMessage(namespace string, publisherID uint64, frames [][]byte, at time.Time, result string)
 	Request(r recorder.Request)
@@ -44,7 +44,7 @@ type Core struct {
 	explain  picker.Explainer
 	tap      Tap
 
-	loadResults map[eventplane.Result]uint64
+	loadResults map[envelope.Result]uint64
 	kvResults   map[string]uint64
 	kvSelection map[string]uint64
 	reasons     map[string]uint64
@@ -67,10 +67,10 @@ func NewCore(o CoreOptions) (*Core, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Core{registry: discovery.NewRegistry(), tap: o.Tap, loadResults: map[eventplane.Result]uint64{},
+	c := &Core{registry: discovery.NewRegistry(), tap: o.Tap, loadResults: map[envelope.Result]uint64{},
 		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{}}
 	c.reducer = discovery.NewReducer(log, nil)
-	c.store = load.NewStore(func(r eventplane.Result) { c.loadResults[r]++ })
+	c.store = load.NewStore(func(r envelope.Result) { c.loadResults[r]++ })
 	if o.MaxStaleness > 0 {
 		c.store.SetMaxStaleness(o.MaxStaleness)
 	}
@@ -93,7 +93,7 @@ func (c *Core) Snapshot() *discovery.Snapshot { return c.registry.Snapshot() }
 func (c *Core) Store() *load.Store { return c.store }
 
 // LoadResults counts kv_metrics messages by decode result.
-func (c *Core) LoadResults() map[eventplane.Result]uint64 { return c.loadResults }
+func (c *Core) LoadResults() map[envelope.Result]uint64 { return c.loadResults }
 
 // KVResults counts kv-events messages by result.
 func (c *Core) KVResults() map[string]uint64 { return c.kvResults }
@@ -149,7 +149,7 @@ func (c *Core) LoadConnected(ev events.LoadConnected) {
 }
 
 // LoadMessage applies one kv_metrics message.
-func (c *Core) LoadMessage(ev *events.LoadMessage) eventplane.Result {
+func (c *Core) LoadMessage(ev *events.LoadMessage) envelope.Result {
 	res := c.store.Apply(ev)
 	if c.tap != nil {
 		c.tap.LoadMessage(ev, res)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"switchyard/recorder"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/sim/workload"
 )
@@ -45,7 +45,7 @@ func (t *textTap) Selection(s recorder.Selection) {
 	t.line("selection", s)
 	t.selections = append(t.selections, s)
 }
-func (t *textTap) LoadMessage(ev *events.LoadMessage, res eventplane.Result) {
+func (t *textTap) LoadMessage(ev *events.LoadMessage, res envelope.Result) {
 	t.line("load", fmt.Sprintf("%v %s %x %v", ev.At, ev.Namespace, ev.Frames, res))
 }
 func (t *textTap) KVConnected(ns string, id uint64, at time.Time) {

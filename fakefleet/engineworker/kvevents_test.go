@@ -15,6 +15,7 @@ import (
 	"switchyard/fakefleet/engineworker"
 	"switchyard/fakefleet/publish"
 	"switchyard/router/clock"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/kv"
 )
@@ -36,7 +37,7 @@ func kvSubscriber(t *testing.T, w *engineworker.Worker, workerID uint64) *zmtp.S
 	conn, err := net.Dial("tcp", strings.TrimPrefix(pub.Endpoint(), "tcp://"))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	sub, err := zmtp.Handshake(conn, [][]byte{[]byte(publish.KVEventsTopic)}, zmtp.KVEventLimits)
+	sub, err := zmtp.Handshake(conn, [][]byte{[]byte(publish.KVEventsTopic)}, envelope.KVEventLimits)
 	require.NoError(t, err)
 	require.Eventually(t, pub.HasSubscriber, 5*time.Second, 2*time.Millisecond)
 	return sub

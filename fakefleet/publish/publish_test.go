@@ -11,7 +11,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/require"
 
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/load"
 )
@@ -22,7 +22,7 @@ func subscribe(t *testing.T, p *Publisher) *zmtp.Sub {
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.Endpoint(), "tcp://"))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	sub, err := zmtp.Handshake(conn, [][]byte{[]byte(p.Topic)}, zmtp.LoadLimits)
+	sub, err := zmtp.Handshake(conn, [][]byte{[]byte(p.Topic)}, envelope.LoadLimits)
 	require.NoError(t, err)
 	deadline := time.Now().Add(5 * time.Second)
 	for !slices.Contains(p.sock.(zmq4.Topics).Topics(), p.Topic) {
@@ -41,8 +41,8 @@ func next(t *testing.T, sub *zmtp.Sub) received {
 	t.Helper()
 	frames, err := sub.ReadMessage()
 	require.NoError(t, err)
-	var m eventplane.Message
-	require.Equal(t, eventplane.Applied, eventplane.NewDecoder("kv_metrics", load.MaxPayloadBytes).Decode(frames, &m))
+	var m envelope.Message
+	require.Equal(t, envelope.Applied, envelope.NewDecoder("kv_metrics", load.MaxPayloadBytes).Decode(frames, &m))
 	var a load.ActiveLoad
 	require.True(t, load.DecodeActiveLoad(m.Envelope.Payload, &a))
 	return received{m.Sequence, a}

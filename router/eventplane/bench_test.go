@@ -12,6 +12,7 @@ import (
 	"switchyard/fakefleet/wire"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/events"
@@ -126,7 +127,7 @@ func BenchmarkLoadPipeline(b *testing.B) {
 	store := load.NewStore(nil)
 	store.SetLive(fleet(worker, pid, "tcp://127.0.0.1:1"))
 	conn := newReplayConn(pid, worker)
-	sub, err := zmtp.Handshake(conn, [][]byte{[]byte("kv_metrics")}, zmtp.LoadLimits)
+	sub, err := zmtp.Handshake(conn, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func BenchmarkLoadPipeline(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r := sink.Deliver("dynamo", pid, frames, at); r != eventplane.Applied {
+		if r := sink.Deliver("dynamo", pid, frames, at); r != envelope.Applied {
 			b.Fatalf("message %d: %v", i, r)
 		}
 	}
@@ -164,7 +165,7 @@ func BenchmarkBaselineStoreApply(b *testing.B) {
 			store.Connected(events.LoadConnected{Namespace: "dynamo", PublisherID: pid})
 		}
 		ev.Frames = msgs[i%len(msgs)]
-		if r := store.Apply(&ev); r != eventplane.Applied {
+		if r := store.Apply(&ev); r != envelope.Applied {
 			b.Fatalf("%v", r)
 		}
 	}
@@ -216,7 +217,7 @@ func TestMemoryPerIdleSubscription(t *testing.T) {
 			Topic: discovery.TopicLoad, TransportKind: "Zmq", Address: "tcp://" + addr})
 	}
 	store := load.NewStore(nil)
-	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits,
+	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits,
 		Sink: load.Subscriber{Store: store}}, eventplane.Policy{Transport: eventplane.TransportDirect,
 		Dialer: &eventplane.Dialer{}}, clock.Real{}, slog.New(slog.DiscardHandler), nil)
 	defer sup.Stop()

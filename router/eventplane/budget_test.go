@@ -10,8 +10,8 @@ import (
 
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
-	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/load"
 )
 
@@ -19,8 +19,8 @@ import (
 type nullSink struct{}
 
 func (nullSink) Connected(string, uint64, time.Time) {}
-func (nullSink) Deliver(string, uint64, [][]byte, time.Time) eventplane.Result {
-	return eventplane.Applied
+func (nullSink) Deliver(string, uint64, [][]byte, time.Time) envelope.Result {
+	return envelope.Applied
 }
 
 func publishers(topic string, from, n int) []*discovery.Publisher {
@@ -46,10 +46,10 @@ func ids(subs []eventplane.SubscriptionInfo) []uint64 {
 func TestFamiliesShareOneBudget(t *testing.T) {
 	broker := eventplane.Policy{Transport: eventplane.TransportBroker, Dialer: &eventplane.Dialer{}} // nothing dials
 	log := slog.New(slog.DiscardHandler)
-	loadSup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits, Sink: nullSink{}},
+	loadSup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits, Sink: nullSink{}},
 		broker, clock.Real{}, log, nil)
 	defer loadSup.Stop()
-	kvSup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicKVEvents, Limits: zmtp.KVEventLimits, Sink: nullSink{}},
+	kvSup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicKVEvents, Limits: envelope.KVEventLimits, Sink: nullSink{}},
 		broker, clock.Real{}, log, nil)
 	defer kvSup.Stop()
 
@@ -86,7 +86,7 @@ func TestDownFollowsSessions(t *testing.T) {
 	addr := freePort(t)
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	store := load.NewStore(nil)
-	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits,
+	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits,
 		Sink: load.Subscriber{Store: store}}, eventplane.Policy{Transport: eventplane.TransportDirect,
 		Dialer: &eventplane.Dialer{}}, clk, slog.New(slog.DiscardHandler), nil)
 	defer sup.Stop()

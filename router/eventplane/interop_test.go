@@ -12,26 +12,26 @@ import (
 	"switchyard/internal/pypeer"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
-	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/load"
 )
 
 type resultCounts struct {
 	mu sync.Mutex
-	n  map[eventplane.Result]int
+	n  map[envelope.Result]int
 }
 
-func (c *resultCounts) inc(r eventplane.Result) {
+func (c *resultCounts) inc(r envelope.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = map[eventplane.Result]int{}
+		c.n = map[envelope.Result]int{}
 	}
 	c.n[r]++
 }
 
-func (c *resultCounts) get(r eventplane.Result) int {
+func (c *resultCounts) get(r envelope.Result) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[r]
@@ -54,7 +54,7 @@ func newLoadSupervisor(store *load.Store, counts *resultCounts, allow ...string)
 	if len(allow) == 0 {
 		prefixes = nil
 	}
-	return eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits,
+	return eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits,
 		Sink: load.Subscriber{Store: store}}, eventplane.Policy{Transport: eventplane.TransportDirect,
 		Dialer: &eventplane.Dialer{Allow: prefixes}}, clock.Real{}, slog.New(slog.DiscardHandler), counts.inc)
 }
@@ -77,13 +77,13 @@ func TestInteropWithLibzmqAndPythonMsgpack(t *testing.T) {
 	require.Equal(t, "016b765f6d657472696373", py.Expect(t, "subscribed "), "subscribed with 0x01 + kv_metrics")
 	py.Expect(t, "done")
 	eventually(t, "every scripted message", func() bool {
-		return counts.get(eventplane.Applied)+counts.get(eventplane.Duplicate)+counts.get(eventplane.UnknownVersion)+counts.get(eventplane.Oversized) == 7
+		return counts.get(envelope.Applied)+counts.get(envelope.Duplicate)+counts.get(envelope.UnknownVersion)+counts.get(envelope.Oversized) == 7
 	})
-	require.Equal(t, 4, counts.get(eventplane.Applied))
-	require.Equal(t, 1, counts.get(eventplane.Duplicate))
-	require.Equal(t, 1, counts.get(eventplane.UnknownVersion))
-	require.Equal(t, 1, counts.get(eventplane.Oversized))
-	require.Zero(t, counts.get(eventplane.TopicMismatch), "the publisher filtered the other topic")
+	require.Equal(t, 4, counts.get(envelope.Applied))
+	require.Equal(t, 1, counts.get(envelope.Duplicate))
+	require.Equal(t, 1, counts.get(envelope.UnknownVersion))
+	require.Equal(t, 1, counts.get(envelope.Oversized))
+	require.Zero(t, counts.get(envelope.TopicMismatch), "the publisher filtered the other topic")
 
 	rank0, ok := store.Latest(load.Key{Namespace: "dynamo", WorkerID: worker, DPRank: 0})
 	require.True(t, ok)

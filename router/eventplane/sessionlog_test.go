@@ -11,8 +11,8 @@ import (
 	"switchyard/internal/syncbuf"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
-	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/load"
 )
 
@@ -39,7 +39,7 @@ func TestPublisherClosingIsNoWarningButAFailedRedialIs(t *testing.T) {
 	store := load.NewStore(counts.inc)
 	allow, err := eventplane.ParseAllow([]string{"127.0.0.0/8"})
 	require.NoError(t, err)
-	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits,
+	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits,
 		Sink: load.Subscriber{Store: store}}, eventplane.Policy{Transport: eventplane.TransportDirect,
 		Dialer: &eventplane.Dialer{Allow: allow}}, clock.Real{}, slog.New(slog.NewJSONHandler(logs, nil)), counts.inc)
 	defer sup.Stop()

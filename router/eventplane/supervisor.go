@@ -14,6 +14,7 @@ import (
 
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane/zmtp"
 )
 
@@ -46,7 +47,7 @@ type Sink interface {
 	Connected(namespace string, publisherID uint64, at time.Time)
 	// Deliver hands one message; frames alias transport buffers and must
 	// not be kept.
-	Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) Result
+	Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result
 }
 
 // Family is one followed topic: its name for operators, its ZMTP ceilings
@@ -145,7 +146,7 @@ type Supervisor struct {
 	fam   Family
 	clk   clock.Clock
 	log   *slog.Logger
-	count func(Result)
+	count func(envelope.Result)
 
 	mu      sync.Mutex
 	policy  Policy
@@ -157,9 +158,9 @@ type Supervisor struct {
 }
 
 // NewSupervisor returns a supervisor with no subscriptions.
-func NewSupervisor(fam Family, p Policy, clk clock.Clock, log *slog.Logger, count func(Result)) *Supervisor {
+func NewSupervisor(fam Family, p Policy, clk clock.Clock, log *slog.Logger, count func(envelope.Result)) *Supervisor {
 	if count == nil {
-		count = func(Result) {}
+		count = func(envelope.Result) {}
 	}
 	return &Supervisor{fam: fam, policy: p, clk: clk, log: log, count: count,
 		subs: map[subKey]*subscription{}, logged: map[subKey]string{},
@@ -305,7 +306,7 @@ func (s *Supervisor) run(ctx context.Context, sub *subscription, p Policy, rng *
 			return
 		}
 		if zmtp.IsProtocolError(err) {
-			s.count(TransportRefused)
+			s.count(envelope.TransportRefused)
 		}
 		if msg := errText(err); msg != lastErr {
 			lastErr = msg

@@ -14,6 +14,7 @@ import (
 
 	"switchyard/fakefleet/wire"
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/load"
 )
@@ -146,7 +147,7 @@ func TestHostilePeerDeclaringAHugeFrame(t *testing.T) {
 	sup := newLoadSupervisor(store, counts)
 	defer sup.Stop()
 	sup.Reconcile(fleet(1, 2, "tcp://"+l.Addr().String()))
-	eventually(t, "transport_refused", func() bool { return counts.get(eventplane.TransportRefused) >= 1 })
+	eventually(t, "transport_refused", func() bool { return counts.get(envelope.TransportRefused) >= 1 })
 }
 
 // Admission follows ascending publisher id up to the cap, and channels the
@@ -179,6 +180,6 @@ func TestAdmissionCapAndSkippedChannels(t *testing.T) {
 	require.True(t, slices.IsSorted(ids))
 	require.Equal(t, uint64(1), ids[0])
 	require.Equal(t, uint64(eventplane.MaxSubscriptions), ids[len(ids)-1], "the highest ids wait outside the cap")
-	require.Equal(t, 2, counts.get(eventplane.Unsupported), "Nats and a non-tcp scheme")
-	require.Equal(t, 1, counts.get(eventplane.Malformed), "an endpoint without a port")
+	require.Equal(t, 2, counts.get(envelope.Unsupported), "Nats and a non-tcp scheme")
+	require.Equal(t, 1, counts.get(envelope.Malformed), "an endpoint without a port")
 }

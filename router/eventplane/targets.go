@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 )
 
 // Target is a publisher the router may subscribe to directly.
@@ -28,7 +29,7 @@ type Skip struct {
 	// Result is Unsupported (a transport the router does not dial: ZmqBroker,
 	// Nats, an unknown kind, a non-tcp scheme) or Malformed (an unusable
 	// endpoint string).
-	Result Result
+	Result envelope.Result
 	Reason string
 }
 
@@ -42,25 +43,25 @@ func Targets(snap *discovery.Snapshot, topic string) ([]Target, []Skip) {
 		if p.Topic != topic {
 			continue
 		}
-		skip := func(r Result, reason string) {
+		skip := func(r envelope.Result, reason string) {
 			skips = append(skips, Skip{p.Namespace, p.PublisherID, p.Topic, r, reason})
 		}
 		if p.TransportKind != "Zmq" {
-			skip(Unsupported, "transport kind "+strconv.Quote(p.TransportKind)+" is not dialed directly")
+			skip(envelope.Unsupported, "transport kind "+strconv.Quote(p.TransportKind)+" is not dialed directly")
 			continue
 		}
 		hostPort, ok := strings.CutPrefix(p.Address, "tcp://")
 		if !ok {
-			skip(Unsupported, "endpoint scheme is not tcp://")
+			skip(envelope.Unsupported, "endpoint scheme is not tcp://")
 			continue
 		}
 		host, port, err := net.SplitHostPort(hostPort)
 		if err != nil || host == "" {
-			skip(Malformed, "endpoint is not tcp://host:port")
+			skip(envelope.Malformed, "endpoint is not tcp://host:port")
 			continue
 		}
 		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-			skip(Malformed, "endpoint port is not 1-65535")
+			skip(envelope.Malformed, "endpoint port is not 1-65535")
 			continue
 		}
 		out = append(out, Target{Namespace: p.Namespace, PublisherID: p.PublisherID, Topic: topic,

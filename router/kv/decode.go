@@ -3,7 +3,7 @@ package kv
 import (
 	"encoding/binary"
 
-	"switchyard/router/eventplane/msgpack"
+	"switchyard/router/envelope/msgpack"
 )
 
 // Bounds on one decoded message. Each is checked against the length a

@@ -1,8 +1,7 @@
 package kv
 
 import (
-	"switchyard/router/eventplane"
-	"switchyard/router/eventplane/zmtp"
+	"switchyard/router/envelope"
 )
 
 // KVEventsTopic is the event-plane topic of Dynamo's KV cache events.
@@ -577,17 +576,17 @@ func (d *routerEventDecoder) hashList() bool {
 }
 
 // KVEventsDecoder decodes whole kv-events messages: the four frames and
-// the EventEnvelope (router/eventplane, payloads up to the transport's
+// the EventEnvelope (router/envelope, payloads up to the transport's
 // 1 MiB frame cap), then the RouterEvent inside. It keeps scratch space,
 // so it belongs to one goroutine.
 type KVEventsDecoder struct {
-	frames *eventplane.Decoder
-	msg    eventplane.Message
+	frames *envelope.Decoder
+	msg    envelope.Message
 }
 
 // NewKVEventsDecoder decodes messages on topic kv-events.
 func NewKVEventsDecoder() *KVEventsDecoder {
-	return &KVEventsDecoder{frames: eventplane.NewDecoder(KVEventsTopic, zmtp.KVEventLimits.MaxFrameBytes)}
+	return &KVEventsDecoder{frames: envelope.NewDecoder(KVEventsTopic, envelope.KVEventLimits.MaxFrameBytes)}
 }
 
 // Decode reads one message into ev and returns the frame-level publisher
@@ -596,14 +595,14 @@ func NewKVEventsDecoder() *KVEventsDecoder {
 // stream's order). In steady state it allocates nothing.
 func (d *KVEventsDecoder) Decode(frames [][]byte, ev *Event) (publisherID, sequence uint64, res DecodeResult) {
 	switch d.frames.Decode(frames, &d.msg) {
-	case eventplane.Applied:
-	case eventplane.UnknownVersion:
+	case envelope.Applied:
+	case envelope.UnknownVersion:
 		return 0, 0, DecodeUnknownVersion
-	case eventplane.TopicMismatch:
+	case envelope.TopicMismatch:
 		return 0, 0, DecodeTopicMismatch
-	case eventplane.Oversized:
+	case envelope.Oversized:
 		return 0, 0, DecodeTooLarge
-	case eventplane.IdentityMismatch:
+	case envelope.IdentityMismatch:
 		return 0, 0, DecodeIdentityMismatch
 	default:
 		return 0, 0, DecodeMalformed

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/internal/pypeer"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/kv"
 )
@@ -26,7 +27,7 @@ func TestDecodeInteropWithLibzmqAndPythonMsgpack(t *testing.T) {
 	// A stuck read ends with the connection rather than the test binary.
 	stop := time.AfterFunc(60*time.Second, func() { conn.Close() })
 	defer stop.Stop()
-	sub, err := zmtp.Handshake(conn, [][]byte{[]byte(kv.KVEventsTopic)}, zmtp.KVEventLimits)
+	sub, err := zmtp.Handshake(conn, [][]byte{[]byte(kv.KVEventsTopic)}, envelope.KVEventLimits)
 	require.NoError(t, err)
 	require.Equal(t, "016b762d6576656e7473", py.Expect(t, "subscribed "), "subscribed with 0x01 + kv-events")
 	py.Expect(t, "done")

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 
-	"switchyard/router/eventplane/zmtp"
+	"switchyard/router/envelope"
 )
 
 // VLLMBatch is one decoded vLLM KVEventBatch. Reuse one VLLMBatch per
@@ -54,7 +54,7 @@ func DecodeVLLMBatch(frames [][]byte, workerID uint64, b *VLLMBatch) DecodeResul
 	if len(frames) != 3 || len(frames[1]) != 8 {
 		return DecodeMalformed
 	}
-	if len(frames[2]) > zmtp.KVEventLimits.MaxFrameBytes {
+	if len(frames[2]) > envelope.KVEventLimits.MaxFrameBytes {
 		return DecodeTooLarge
 	}
 	b.Topic = frames[0]

@@ -6,7 +6,7 @@
 package load
 
 import (
-	"switchyard/router/eventplane/msgpack"
+	"switchyard/router/envelope/msgpack"
 )
 
 // ActiveLoad is a worker rank's load as it publishes it. Absent (nil)

@@ -3,7 +3,7 @@ package load
 import (
 	"time"
 
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 )
 
@@ -17,7 +17,7 @@ func (s Subscriber) Connected(namespace string, publisherID uint64, at time.Time
 }
 
 // Deliver implements eventplane.Sink.
-func (s Subscriber) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) eventplane.Result {
+func (s Subscriber) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result {
 	ev := events.LoadMessage{At: at, Namespace: namespace, PublisherID: publisherID, Frames: frames}
 	return s.Store.Apply(&ev)
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 )
 
@@ -61,11 +61,11 @@ type Store struct {
 	ranks        ranks
 	streams      map[publisher]stream
 	live         map[worker]rankRange
-	decoder      *eventplane.Decoder
-	msg          eventplane.Message
+	decoder      *envelope.Decoder
+	msg          envelope.Message
 	load         ActiveLoad
 	maxStaleness time.Duration
-	count        func(eventplane.Result)
+	count        func(envelope.Result)
 	// gen moves on every SetLive that installs a new snapshot, which may
 	// remove rank records; liveSnap is the snapshot installed last.
 	gen      uint64
@@ -74,15 +74,15 @@ type Store struct {
 
 // NewStore returns an empty store admitting no worker until SetLive.
 // count receives every message's result; it may be nil.
-func NewStore(count func(eventplane.Result)) *Store {
+func NewStore(count func(envelope.Result)) *Store {
 	if count == nil {
-		count = func(eventplane.Result) {}
+		count = func(envelope.Result) {}
 	}
 	return &Store{
 		ranks:        newRanks(),
 		streams:      map[publisher]stream{},
 		live:         map[worker]rankRange{},
-		decoder:      eventplane.NewDecoder(discovery.TopicLoad, MaxPayloadBytes),
+		decoder:      envelope.NewDecoder(discovery.TopicLoad, MaxPayloadBytes),
 		maxStaleness: DefaultMaxStaleness,
 		count:        count,
 	}
@@ -170,7 +170,7 @@ func (s *Store) dropPublisher(p publisher) {
 
 // Apply decodes and applies one message, returning why it was applied or
 // dropped. In steady state it allocates nothing.
-func (s *Store) Apply(ev *events.LoadMessage) eventplane.Result {
+func (s *Store) Apply(ev *events.LoadMessage) envelope.Result {
 	s.mu.Lock()
 	res := s.apply(ev)
 	s.mu.Unlock()
@@ -178,20 +178,20 @@ func (s *Store) Apply(ev *events.LoadMessage) eventplane.Result {
 	return res
 }
 
-func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
+func (s *Store) apply(ev *events.LoadMessage) envelope.Result {
 	m := &s.msg
-	if res := s.decoder.Decode(ev.Frames, m); res != eventplane.Applied {
+	if res := s.decoder.Decode(ev.Frames, m); res != envelope.Applied {
 		return res
 	}
 	if m.PublisherID != ev.PublisherID {
-		return eventplane.IdentityMismatch
+		return envelope.IdentityMismatch
 	}
 	// Sequence order on this subscription's stream: replays are dropped; a
 	// jump means missed messages, so what the publisher told us is stale.
 	p := publisher{ev.Namespace, ev.PublisherID}
 	st := s.streams[p]
 	if st.seen && m.Sequence <= st.last {
-		return eventplane.Duplicate
+		return envelope.Duplicate
 	}
 	if st.seen && m.Sequence > st.last+1 {
 		s.dropPublisher(p)
@@ -200,21 +200,21 @@ func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
 
 	a := &s.load
 	if !DecodeActiveLoad(m.Envelope.Payload, a) {
-		return eventplane.Malformed
+		return envelope.Malformed
 	}
 	k := Key{ev.Namespace, a.WorkerID, a.DPRank}
 	if !s.admitted(k) {
-		return eventplane.IdentityMismatch
+		return envelope.IdentityMismatch
 	}
 	r := s.ranks.lookup(k)
 	exists := r != nil && r.hasSample
 	// The same publisher's older sequence is a replay; a new publisher (a
 	// restarted worker process) replaces whatever was held.
 	if exists && r.sample.PublisherID == m.PublisherID && m.Sequence <= r.sample.Sequence {
-		return eventplane.Duplicate
+		return envelope.Duplicate
 	}
 	if !exists && s.ranks.samples >= MaxEntries {
-		return eventplane.OverCapacity
+		return envelope.OverCapacity
 	}
 	if r == nil {
 		r = s.ranks.get(k)
@@ -225,7 +225,7 @@ func (s *Store) apply(ev *events.LoadMessage) eventplane.Result {
 	}
 	r.sample = Sample{ActiveLoad: *a, PublisherID: m.PublisherID, Sequence: m.Sequence, ReceivedAt: ev.At}
 	s.ranks.answered(r)
-	return eventplane.Applied
+	return envelope.Applied
 }
 
 // Latest returns the last sample of a rank, however old.

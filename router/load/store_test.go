@@ -10,7 +10,7 @@ import (
 	"switchyard/fakefleet/wire"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 )
 
@@ -28,11 +28,11 @@ func decodeWorker(id uint64, start, size uint32) *discovery.Worker {
 		Runtime: discovery.RuntimeConfig{DPStartRank: start, DPSize: size}}
 }
 
-type counts map[eventplane.Result]int
+type counts map[envelope.Result]int
 
 func newStore(t *testing.T) (*Store, counts) {
 	c := counts{}
-	s := NewStore(func(r eventplane.Result) { c[r]++ })
+	s := NewStore(func(r envelope.Result) { c[r]++ })
 	s.SetLive(liveSnapshot(decodeWorker(7, 0, 2)))
 	return s, c
 }
@@ -49,7 +49,7 @@ func key(rank uint32) Key { return Key{"dynamo", 7, rank} }
 
 func TestApplyNamedAndPositionalActiveLoad(t *testing.T) {
 	s, _ := newStore(t)
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, wire.LoadMessage(pid, 1, wire.ActiveLoad{
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, wire.LoadMessage(pid, 1, wire.ActiveLoad{
 		WorkerID: 7, DPRank: 1, ActiveDecodeBlocks: wire.U64(12), ActivePrefillTokens: wire.U64(300)}, t0))))
 	got, ok := s.Latest(key(1))
 	require.True(t, ok)
@@ -63,7 +63,7 @@ func TestApplyNamedAndPositionalActiveLoad(t *testing.T) {
 	env := wire.Marshal(&wire.Envelope{Topic: "kv_metrics", PublisherID: pid, Sequence: 2, Payload: payload}, true)
 	frames := wire.Message("kv_metrics", pid, 2, nil, t0)
 	frames[3] = wire.Frame(env)
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, frames)))
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, frames)))
 	got, _ = s.Latest(key(0))
 	require.Equal(t, uint64(5), got.KVUsedBlocks)
 
@@ -75,7 +75,7 @@ func TestApplyNamedAndPositionalActiveLoad(t *testing.T) {
 	pl := wire.Marshal(&wire.ActiveLoad{WorkerID: 7, KVUsedBlocks: wire.U64(6)}, false)
 	frames = wire.Message("kv_metrics", pid, 3, nil, t0)
 	frames[3] = wire.Frame(wire.Marshal(&newer{wire.Envelope{Topic: "kv_metrics", PublisherID: pid, Sequence: 3, Payload: pl}, 1}, false))
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, frames)))
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, frames)))
 }
 
 func TestDropsAreCountedByResult(t *testing.T) {
@@ -92,21 +92,21 @@ func TestDropsAreCountedByResult(t *testing.T) {
 		name   string
 		frames [][]byte
 		msgPID uint64
-		want   eventplane.Result
+		want   envelope.Result
 	}{
-		{"three frames", good(1)[:3], pid, eventplane.Malformed},
-		{"short publisher frame", withFrame(func(f [][]byte) [][]byte { f[1] = f[1][:7]; return f }), pid, eventplane.Malformed},
-		{"garbage envelope", withFrame(func(f [][]byte) [][]byte { f[3] = wire.Frame([]byte{0xc1, 0x00}); return f }), pid, eventplane.Malformed},
-		{"truncated frame", withFrame(func(f [][]byte) [][]byte { f[3] = f[3][:len(f[3])-1]; return f }), pid, eventplane.Malformed},
-		{"version 2", withFrame(func(f [][]byte) [][]byte { f[3][0] = 2; return f }), pid, eventplane.UnknownVersion},
-		{"topic frame", withFrame(func(f [][]byte) [][]byte { f[0] = []byte("kv-events"); return f }), pid, eventplane.TopicMismatch},
-		{"envelope topic", wire.Message("kv_metrics", pid, 1, nil, t0), pid, eventplane.Malformed},
-		{"oversized", withFrame(oversized), pid, eventplane.Oversized},
-		{"frame vs envelope publisher", withFrame(func(f [][]byte) [][]byte { binary.BigEndian.PutUint64(f[1], 99); return f }), 99, eventplane.IdentityMismatch},
-		{"not the discovered publisher", good(1), 99, eventplane.IdentityMismatch},
-		{"worker not live", wire.LoadMessage(pid, 1, wire.ActiveLoad{WorkerID: 8}, t0), pid, eventplane.IdentityMismatch},
-		{"rank not declared", wire.LoadMessage(pid, 1, wire.ActiveLoad{WorkerID: 7, DPRank: 2}, t0), pid, eventplane.IdentityMismatch},
-		{"no worker_id", wire.Message("kv_metrics", pid, 1, wire.Marshal(map[string]any{"dp_rank": 0}, false), t0), pid, eventplane.Malformed},
+		{"three frames", good(1)[:3], pid, envelope.Malformed},
+		{"short publisher frame", withFrame(func(f [][]byte) [][]byte { f[1] = f[1][:7]; return f }), pid, envelope.Malformed},
+		{"garbage envelope", withFrame(func(f [][]byte) [][]byte { f[3] = wire.Frame([]byte{0xc1, 0x00}); return f }), pid, envelope.Malformed},
+		{"truncated frame", withFrame(func(f [][]byte) [][]byte { f[3] = f[3][:len(f[3])-1]; return f }), pid, envelope.Malformed},
+		{"version 2", withFrame(func(f [][]byte) [][]byte { f[3][0] = 2; return f }), pid, envelope.UnknownVersion},
+		{"topic frame", withFrame(func(f [][]byte) [][]byte { f[0] = []byte("kv-events"); return f }), pid, envelope.TopicMismatch},
+		{"envelope topic", wire.Message("kv_metrics", pid, 1, nil, t0), pid, envelope.Malformed},
+		{"oversized", withFrame(oversized), pid, envelope.Oversized},
+		{"frame vs envelope publisher", withFrame(func(f [][]byte) [][]byte { binary.BigEndian.PutUint64(f[1], 99); return f }), 99, envelope.IdentityMismatch},
+		{"not the discovered publisher", good(1), 99, envelope.IdentityMismatch},
+		{"worker not live", wire.LoadMessage(pid, 1, wire.ActiveLoad{WorkerID: 8}, t0), pid, envelope.IdentityMismatch},
+		{"rank not declared", wire.LoadMessage(pid, 1, wire.ActiveLoad{WorkerID: 7, DPRank: 2}, t0), pid, envelope.IdentityMismatch},
+		{"no worker_id", wire.Message("kv_metrics", pid, 1, wire.Marshal(map[string]any{"dp_rank": 0}, false), t0), pid, envelope.Malformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,20 +123,20 @@ func TestDropsAreCountedByResult(t *testing.T) {
 	fr := good(1)
 	fr[3] = wire.Frame(wire.Marshal(&wire.Envelope{Topic: "kv-events", PublisherID: pid, Sequence: 1,
 		Payload: wire.Marshal(&wire.ActiveLoad{WorkerID: 7}, false)}, false))
-	require.Equal(t, eventplane.TopicMismatch, s.Apply(msg(t0, fr)))
+	require.Equal(t, envelope.TopicMismatch, s.Apply(msg(t0, fr)))
 }
 
 func TestSequenceDedupGapsAndRestarts(t *testing.T) {
 	s, cnt := newStore(t)
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(1, 0, 10))))
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(2, 1, 20))))
-	require.Equal(t, eventplane.Duplicate, s.Apply(msg(t0, sample(2, 1, 99))), "replay on the stream")
-	require.Equal(t, eventplane.Duplicate, s.Apply(msg(t0, sample(1, 0, 99))))
-	require.Equal(t, 2, cnt[eventplane.Duplicate])
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(1, 0, 10))))
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(2, 1, 20))))
+	require.Equal(t, envelope.Duplicate, s.Apply(msg(t0, sample(2, 1, 99))), "replay on the stream")
+	require.Equal(t, envelope.Duplicate, s.Apply(msg(t0, sample(1, 0, 99))))
+	require.Equal(t, 2, cnt[envelope.Duplicate])
 
 	// A gap (3 missing): everything held from the publisher is dropped,
 	// then the new sample applies.
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(4, 0, 11))))
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(4, 0, 11))))
 	_, ok := s.Latest(key(1))
 	require.False(t, ok, "rank 1's sample may be stale after a gap")
 	got, _ := s.Latest(key(0))
@@ -145,7 +145,7 @@ func TestSequenceDedupGapsAndRestarts(t *testing.T) {
 	// Reconnect: the stream starts afresh and held samples are dropped.
 	s.Connected(events.LoadConnected{At: t0, Namespace: "dynamo", PublisherID: pid})
 	require.Zero(t, s.Len())
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(1, 0, 12))), "sequence 1 again on a new stream")
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(1, 0, 12))), "sequence 1 again on a new stream")
 
 	// Per key: after a reconnect that did not drop (another publisher's
 	// samples), an older sequence from the same publisher is a replay...
@@ -156,7 +156,7 @@ func TestSequenceDedupGapsAndRestarts(t *testing.T) {
 	restarted := wire.LoadMessage(4242, 0, wire.ActiveLoad{WorkerID: 7, KVUsedBlocks: wire.U64(3)}, t0)
 	ev := msg(t0, restarted)
 	ev.PublisherID = 4242
-	require.Equal(t, eventplane.Applied, s.Apply(ev))
+	require.Equal(t, envelope.Applied, s.Apply(ev))
 	got, _ = s.Latest(key(0))
 	require.Equal(t, uint64(4242), got.PublisherID)
 	require.Equal(t, uint64(3), got.KVUsedBlocks)
@@ -180,11 +180,11 @@ func TestOverCapacity(t *testing.T) {
 	s, cnt := newStore(t)
 	s.SetLive(liveSnapshot(decodeWorker(7, 0, MaxEntries+1)))
 	for i := uint32(0); i < MaxEntries; i++ {
-		require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(uint64(i)+1, i, 1))))
+		require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(uint64(i)+1, i, 1))))
 	}
-	require.Equal(t, eventplane.OverCapacity, s.Apply(msg(t0, sample(MaxEntries+1, MaxEntries, 1))))
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(MaxEntries+2, 0, 2))), "existing ranks still update")
-	require.Equal(t, 1, cnt[eventplane.OverCapacity])
+	require.Equal(t, envelope.OverCapacity, s.Apply(msg(t0, sample(MaxEntries+1, MaxEntries, 1))))
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(MaxEntries+2, 0, 2))), "existing ranks still update")
+	require.Equal(t, 1, cnt[envelope.OverCapacity])
 }
 
 func TestStatusUnderTheBestEffortContract(t *testing.T) {
@@ -275,7 +275,7 @@ func TestSteadyStateApplyAllocatesNothing(t *testing.T) {
 		next++
 	})
 	require.Zero(t, allocs)
-	require.Equal(t, runs+2, cnt[eventplane.Applied], "every measured message was applied")
+	require.Equal(t, runs+2, cnt[envelope.Applied], "every measured message was applied")
 }
 
 func TestSubscriberDeliverAllocatesNothing(t *testing.T) {
@@ -290,7 +290,7 @@ func TestSubscriberDeliverAllocatesNothing(t *testing.T) {
 	sub.Deliver("dynamo", pid, msgs[0], t0)
 	next := 1
 	allocs := testing.AllocsPerRun(runs, func() {
-		if r := sub.Deliver("dynamo", pid, msgs[next], t0); r != eventplane.Applied {
+		if r := sub.Deliver("dynamo", pid, msgs[next], t0); r != envelope.Applied {
 			t.Fatalf("result %v", r)
 		}
 		next++
@@ -322,7 +322,7 @@ func TestStatusTableUnderManualClock(t *testing.T) {
 		clk.Advance(r.advance)
 		if r.kvUsed != nil {
 			seq++
-			require.Equal(t, eventplane.Applied, s.Apply(msg(clk.Now(), wire.LoadMessage(pid, seq,
+			require.Equal(t, envelope.Applied, s.Apply(msg(clk.Now(), wire.LoadMessage(pid, seq,
 				wire.ActiveLoad{WorkerID: 7, KVUsedBlocks: r.kvUsed}, clk.Now()))), r.name)
 		}
 		require.Equal(t, r.want, s.StatusOf(key(0), Decode, clk.Now()), r.name)
@@ -336,7 +336,7 @@ func TestSetLiveTwiceIsANoOp(t *testing.T) {
 	s := NewStore(nil)
 	snap := liveSnapshot(decodeWorker(7, 0, 2))
 	s.SetLive(snap)
-	require.Equal(t, eventplane.Applied, s.Apply(msg(t0, sample(1, 0, 5))))
+	require.Equal(t, envelope.Applied, s.Apply(msg(t0, sample(1, 0, 5))))
 	require.True(t, s.RecordDispatch(Dispatch{RequestID: 1, Key: key(1), Blocks: 4, At: t0}))
 	r := s.Reader(t0)
 	gen := r.Generation()

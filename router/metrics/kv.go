@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/kv"
 	"switchyard/router/picker"
@@ -24,7 +25,7 @@ type KV struct {
 // violations).
 func kvEventResults() []string {
 	out := kv.EventResults()
-	for _, r := range []eventplane.Result{eventplane.Unsupported, eventplane.Malformed, eventplane.TransportRefused} {
+	for _, r := range []envelope.Result{envelope.Unsupported, envelope.Malformed, envelope.TransportRefused} {
 		out = append(out, r.String())
 	}
 	return out
@@ -58,14 +59,14 @@ func newKV() KV {
 func (k *KV) CountEvent(result string) {
 	c, ok := k.events[result]
 	if !ok {
-		c = k.events[eventplane.Malformed.String()]
+		c = k.events[envelope.Malformed.String()]
 	}
 	c.Inc()
 }
 
 // CountSubscription increments what the kv-events subscription supervisor
 // counts itself: skipped channels and ZMTP violations.
-func (k *KV) CountSubscription(r eventplane.Result) { k.CountEvent(r.String()) }
+func (k *KV) CountSubscription(r envelope.Result) { k.CountEvent(r.String()) }
 
 // CountSelection increments one KV-aware selection result; results
 // outside the closed set are ignored.

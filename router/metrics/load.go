@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/load"
 )
@@ -22,14 +23,14 @@ func newLoad() Load {
 		Name: "switchyard_dynamo_load_events_total",
 		Help: "kv_metrics messages by result (applied, or why they were dropped).",
 	}, []string{"result"})}
-	for _, r := range eventplane.Results() {
+	for _, r := range envelope.Results() {
 		l.byResult = append(l.byResult, l.Events.WithLabelValues(r.String()))
 	}
 	return l
 }
 
 // Count increments one result.
-func (l *Load) Count(r eventplane.Result) {
+func (l *Load) Count(r envelope.Result) {
 	if int(r) < len(l.byResult) {
 		l.byResult[r].Inc()
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"switchyard/router/discovery"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/kv"
 	"switchyard/router/picker"
@@ -76,8 +77,8 @@ func TestKVCountsAreClosed(t *testing.T) {
 	}
 	s.KV.CountEvent("applied")
 	s.KV.CountEvent("attacker-chosen")
-	s.KV.CountSubscription(eventplane.TransportRefused)
-	s.KV.CountSubscription(eventplane.Unsupported)
+	s.KV.CountSubscription(envelope.TransportRefused)
+	s.KV.CountSubscription(envelope.Unsupported)
 	for r, want := range map[string]float64{"applied": 1, "malformed": 1, "transport_refused": 1, "unsupported": 1, "gap": 0} {
 		if got := testutil.ToFloat64(s.KV.Events.WithLabelValues(r)); got != want {
 			t.Errorf("kv events %s = %v, want %v", r, got, want)

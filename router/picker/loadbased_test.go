@@ -10,7 +10,7 @@ import (
 	"switchyard/fakefleet/wire"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
-	"switchyard/router/eventplane"
+	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/load"
 )
@@ -50,7 +50,7 @@ func (f *fixture) sample(w *discovery.Worker, rank uint32, a wire.ActiveLoad) {
 	a.WorkerID, a.DPRank = w.InstanceID, rank
 	ev := &events.LoadMessage{At: f.clk.Now(), Namespace: w.Namespace, PublisherID: 77,
 		Frames: wire.LoadMessage(77, f.seq, a, f.clk.Now())}
-	require.Equal(f.t, eventplane.Applied, f.store.Apply(ev))
+	require.Equal(f.t, envelope.Applied, f.store.Apply(ev))
 }
 
 func (f *fixture) pick(prompt uint64, namespaces ...string) (Selection, bool) {

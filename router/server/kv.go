@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard/router/config"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
 	"switchyard/router/kv"
@@ -45,27 +46,27 @@ type kvSink struct{ t *kv.Tracker }
 func (kvSink) Connected(string, uint64, time.Time) {}
 
 // Deliver implements eventplane.Sink.
-func (k kvSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) eventplane.Result {
+func (k kvSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result {
 	ev := events.KVMessage{At: at, Namespace: namespace, PublisherID: publisherID, Frames: frames}
 	return kvResult(k.t.Apply(&ev))
 }
 
-// kvResult maps a tracker result to the closest eventplane.Result. The
+// kvResult maps a tracker result to the closest envelope.Result. The
 // supervisor does not read it; the tracker's own label is what is counted
 // and recorded.
-func kvResult(res string) eventplane.Result {
+func kvResult(res string) envelope.Result {
 	if r, ok := kvResults[res]; ok {
 		return r
 	}
 	// gap, other_tier, parent_not_found, unknown_block: the index took
 	// the event and did what it could with it.
-	return eventplane.Applied
+	return envelope.Applied
 }
 
-var kvResults = func() map[string]eventplane.Result {
-	m := map[string]eventplane.Result{"replay": eventplane.Duplicate, "too_large": eventplane.Oversized,
-		"residency_refused": eventplane.Unsupported}
-	for _, r := range eventplane.Results() {
+var kvResults = func() map[string]envelope.Result {
+	m := map[string]envelope.Result{"replay": envelope.Duplicate, "too_large": envelope.Oversized,
+		"residency_refused": envelope.Unsupported}
+	for _, r := range envelope.Results() {
 		m[r.String()] = r
 	}
 	return m

@@ -10,6 +10,7 @@ import (
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
 	"switchyard/router/discovery/supervisor"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
 	"switchyard/router/gateway"
@@ -99,7 +100,7 @@ func (s recordingSink) Connected(namespace string, publisherID uint64, at time.T
 }
 
 // Deliver implements eventplane.Sink.
-func (s recordingSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) eventplane.Result {
+func (s recordingSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result {
 	ev := events.LoadMessage{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Frames: frames}
 	r := s.r
 	r.order.Lock()
@@ -128,7 +129,7 @@ func (s recordingKVSink) Connected(namespace string, publisherID uint64, at time
 }
 
 // Deliver implements eventplane.Sink.
-func (s recordingKVSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) eventplane.Result {
+func (s recordingKVSink) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result {
 	ev := events.KVMessage{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Frames: frames}
 	r := s.r
 	r.order.Lock()

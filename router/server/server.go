@@ -31,8 +31,8 @@ import (
 	"switchyard/router/discovery"
 	"switchyard/router/discovery/etcd/embedded"
 	"switchyard/router/discovery/supervisor"
+	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
-	"switchyard/router/eventplane/zmtp"
 	"switchyard/router/events"
 	"switchyard/router/gateway"
 	"switchyard/router/kv"
@@ -204,12 +204,12 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 	}
 	clk := clock.Real{}
 	s.loadSubs = eventplane.NewSupervisor(eventplane.Family{
-		Topic: discovery.TopicLoad, Limits: zmtp.LoadLimits, Sink: sink,
+		Topic: discovery.TopicLoad, Limits: envelope.LoadLimits, Sink: sink,
 	}, policy, clk, s.log.With("component", "load"), s.metrics.Load.Count)
 	s.metrics.Registry.MustRegister(&metrics.LoadCollector{
 		Subscriptions: s.loadSubs.Subscriptions, Store: s.loads, Now: time.Now})
 	s.kvSubs = eventplane.NewSupervisor(eventplane.Family{
-		Topic: discovery.TopicKVEvents, Limits: zmtp.KVEventLimits, Sink: kvs,
+		Topic: discovery.TopicKVEvents, Limits: envelope.KVEventLimits, Sink: kvs,
 	}, policy, clk, s.log.With("component", "kv"), s.metrics.KV.CountSubscription)
 	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.tracker.Size})
 	after, every := o.kvStaleAfter, o.kvStaleEvery

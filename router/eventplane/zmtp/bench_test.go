@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net"
 	"testing"
+
+	"switchyard/router/envelope"
 )
 
 // kvMetricsBatch encodes n 4-frame kv_metrics messages with a ~200 B payload.
@@ -24,7 +26,7 @@ func reportMsgs(b *testing.B) {
 // batch of kv_metrics messages forever.
 func BenchmarkReadMessage(b *testing.B) {
 	conn := &memConn{head: pubHello(1), body: kvMetricsBatch(256), loop: true}
-	s, err := Handshake(conn, [][]byte{[]byte("kv_metrics")}, LoadLimits)
+	s, err := Handshake(conn, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func BenchmarkReadMessageLoopback(b *testing.B) {
 			}
 		}
 	})
-	s, err := Handshake(client, [][]byte{[]byte("kv_metrics")}, LoadLimits)
+	s, err := Handshake(client, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
 	if err != nil {
 		b.Fatal(err)
 	}

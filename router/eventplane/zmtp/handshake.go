@@ -13,7 +13,7 @@ import (
 // The caller keeps ownership of conn and closes it on error and when done;
 // closing conn is also how a blocked ReadMessage is stopped.
 func Handshake(conn net.Conn, topics [][]byte, lim Limits) (*Sub, error) {
-	if err := lim.validate(); err != nil {
+	if err := validateLimits(lim); err != nil {
 		return nil, err
 	}
 	s := &Sub{conn: conn, lim: lim, r: newReader(conn)}

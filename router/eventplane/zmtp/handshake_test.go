@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"switchyard/router/envelope"
 )
 
 func TestHandshakeAcceptsZMTP30And31(t *testing.T) {
@@ -161,15 +163,15 @@ func TestHandshakePeerCloses(t *testing.T) {
 }
 
 func TestHandshakeRejectsInvalidLimits(t *testing.T) {
-	bad := []Limits{{}, func() Limits { l := LoadLimits; l.MaxCommandBytes = 4096; return l }(),
-		func() Limits { l := LoadLimits; l.MessageTimeout = 0; return l }()}
+	bad := []Limits{{}, func() Limits { l := envelope.LoadLimits; l.MaxCommandBytes = 4096; return l }(),
+		func() Limits { l := envelope.LoadLimits; l.MessageTimeout = 0; return l }()}
 	for _, l := range bad {
 		if _, err := Handshake(&memConn{}, nil, l); err == nil || IsProtocolError(err) {
 			t.Errorf("limits %+v: want a plain validation error, got %v", l, err)
 		}
 	}
-	for _, l := range []Limits{LoadLimits, KVEventLimits} {
-		if err := l.validate(); err != nil {
+	for _, l := range []Limits{envelope.LoadLimits, envelope.KVEventLimits} {
+		if err := validateLimits(l); err != nil {
 			t.Error(err)
 		}
 	}

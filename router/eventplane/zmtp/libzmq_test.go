@@ -10,6 +10,7 @@ import (
 
 	"switchyard/internal/pypeer"
 	"switchyard/internal/syncbuf"
+	"switchyard/router/envelope"
 )
 
 // libzmq, driven through Debian's python3-zmq (internal/pypeer), is the
@@ -67,7 +68,7 @@ func (r libzmqRun) run(t *testing.T) *recordingConn {
 	}
 	t.Cleanup(func() { raw.Close() })
 	conn := &recordingConn{Conn: raw}
-	s, err := Handshake(conn, [][]byte{[]byte("kv_metrics")}, LoadLimits)
+	s, err := Handshake(conn, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"net"
 	"runtime"
 	"testing"
+
+	"switchyard/router/envelope"
 )
 
 // steadyStream writes n kv_metrics-shaped messages (4 frames, ~200 B
@@ -25,7 +27,7 @@ func steadyStream(n int) func(net.Conn) error {
 // reused arena and the result slice is reused.
 func TestReadMessageSteadyStateAllocatesNothing(t *testing.T) {
 	const runs = 2000
-	s, _ := handshaken(t, LoadLimits, steadyStream(runs+200))
+	s, _ := handshaken(t, envelope.LoadLimits, steadyStream(runs+200))
 	for range 100 { // warm-up: arena and result slice reach their size
 		if _, err := s.ReadMessage(); err != nil {
 			t.Fatal(err)
@@ -93,7 +95,7 @@ func TestIdleSubscriptionHeap(t *testing.T) {
 
 	before := heapAfterGC()
 	for i, c := range clients {
-		if subs[i], err = Handshake(c, topics, LoadLimits); err != nil {
+		if subs[i], err = Handshake(c, topics, envelope.LoadLimits); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"switchyard/router/envelope"
 )
 
 // handshaken returns a Sub whose raw peer completed the handshake and then
@@ -121,7 +123,7 @@ func TestReadRefusesHostileFrames(t *testing.T) {
 // the declared size is allocated or awaited.
 func TestOneTebibyteFrameAllocatesNothingBig(t *testing.T) {
 	sent := make(chan struct{})
-	s, _ := handshaken(t, LoadLimits, func(c net.Conn) error {
+	s, _ := handshaken(t, envelope.LoadLimits, func(c net.Conn) error {
 		if _, err := c.Write(binary.BigEndian.AppendUint64([]byte{0x02}, 1<<40)); err != nil {
 			return err
 		}
@@ -312,7 +314,7 @@ func TestCloseUnblocksIdleRead(t *testing.T) {
 // The arena never exceeds MaxMessageBytes, and one burst of large messages
 // does not pin its memory once messages are small again.
 func TestArenaIsBoundedAndShrinks(t *testing.T) {
-	lim := LoadLimits
+	lim := envelope.LoadLimits
 	big := bytes.Repeat([]byte("b"), 60<<10)
 	s, _ := handshaken(t, lim, func(c net.Conn) error {
 		b := message([]byte("kv_metrics"), big, big)

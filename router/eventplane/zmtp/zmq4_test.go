@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"switchyard/router/envelope"
 )
 
 // zmq4 is used here only as a publisher: it is a real, independent ZMTP
@@ -50,7 +52,7 @@ func dialHandshake(t *testing.T, addr string, topics ...string) *Sub {
 	for _, tp := range topics {
 		ts = append(ts, []byte(tp))
 	}
-	s, err := Handshake(conn, ts, LoadLimits)
+	s, err := Handshake(conn, ts, envelope.LoadLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,18 @@
-// Package eventplane decodes Dynamo's event-plane messages: the four-frame
-// ZMQ multipart message and the msgpack EventEnvelope inside it. The
-// transport (router/eventplane/zmtp) delivers frames; the families that
-// follow a topic (router/load for kv_metrics) decode the envelope payload.
-package eventplane
+// Package envelope is the pure codec of Dynamo's event plane: the four-frame
+// ZMQ multipart message, the msgpack EventEnvelope inside it, the results
+// that count why a message was applied or dropped, and the wire ceilings
+// (Limits) every subscription enforces. It imports no sockets, so the core
+// and the simulator decode with it while router/eventplane keeps the
+// subscriptions and their transport (router/eventplane/zmtp); the families
+// that follow a topic (router/load for kv_metrics, router/kv for kv-events)
+// decode the envelope payload.
+package envelope
 
 import (
 	"bytes"
 	"encoding/binary"
 
-	"switchyard/router/eventplane/msgpack"
+	"switchyard/router/envelope/msgpack"
 )
 
 // Frame-header constants of Dynamo's event plane.

@@ -1,4 +1,4 @@
-package eventplane
+package envelope
 
 import (
 	"testing"
