@@ -4,9 +4,9 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Core packages: deterministic, and always tested under the race detector.
-CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/config/... ./router/picker/... \
-        ./router/envelope/... ./router/eventplane/... ./router/load/... ./router/kv/... ./router/admin/... \
-        ./router/metrics/... ./sim/... ./recorder/...
+CORE := ./router/clock/... ./router/events/... ./router/discovery/... ./router/discoverysource/... \
+        ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
+        ./router/kv/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
 .PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
 

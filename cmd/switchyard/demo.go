@@ -23,7 +23,7 @@ import (
 	"switchyard/fakefleet/fleet"
 	"switchyard/recorder"
 	"switchyard/router/config"
-	"switchyard/router/discovery/etcd/embedded"
+	"switchyard/router/discoverysource/etcdsource/embedded"
 	"switchyard/router/server"
 )
 

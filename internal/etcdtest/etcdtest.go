@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"switchyard/router/discovery/etcd/embedded"
+	"switchyard/router/discoverysource/etcdsource/embedded"
 )
 
 // opTimeout bounds each helper call against the server.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/router/discovery/etcd/embedded"
+	"switchyard/router/discoverysource/etcdsource/embedded"
 )
 
 // ServerName is the DNS name in the generated server certificate, so a

@@ -9,7 +9,7 @@ import (
 	"switchyard/recorder"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
-	"switchyard/router/discovery/supervisor"
+	"switchyard/router/discoverysource"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
@@ -64,8 +64,8 @@ func (r *recording) stop() {
 // discovery is the supervisor's hook: every published snapshot installs
 // the load store's and the KV tracker's admission gates under the order
 // lock, so both follow the registry at exactly the recorded point.
-func (r *recording) discovery() *supervisor.Recording {
-	return &supervisor.Recording{
+func (r *recording) discovery() *discoverysource.Recording {
+	return &discoverysource.Recording{
 		Order: &r.order,
 		Input: func(ev events.Event) {
 			if !r.off {

@@ -20,8 +20,8 @@ import (
 	"switchyard/router/clock"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
-	etcdsource "switchyard/router/discovery/etcd"
-	"switchyard/router/discovery/supervisor"
+	"switchyard/router/discoverysource"
+	"switchyard/router/discoverysource/etcdsource"
 	"switchyard/router/events"
 	"switchyard/router/kv"
 	"switchyard/router/load"
@@ -117,8 +117,8 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 	store := load.NewStore(nil)
 	rec := newRecording(w, reg, store, kv.NewTracker(nil), clock.Real{})
 	src := &scriptedSource{batches: make(chan []events.Event), applied: make(chan struct{})}
-	sup := supervisor.New(reg, clock.Real{}, slog.New(slog.DiscardHandler), &metrics.New().Discovery,
-		func(_ *config.Config, sink etcdsource.Sink, _ func(string)) supervisor.Runner {
+	sup := discoverysource.New(reg, clock.Real{}, slog.New(slog.DiscardHandler), &metrics.New().Discovery,
+		func(_ *config.Config, sink etcdsource.Sink, _ func(string)) discoverysource.Runner {
 			src.sink = sink
 			return src
 		})

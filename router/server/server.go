@@ -29,8 +29,8 @@ import (
 	"switchyard/router/clock"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
-	"switchyard/router/discovery/etcd/embedded"
-	"switchyard/router/discovery/supervisor"
+	"switchyard/router/discoverysource"
+	"switchyard/router/discoverysource/etcdsource/embedded"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
@@ -52,7 +52,7 @@ type Server struct {
 	cfg        atomic.Pointer[config.Config]
 	metrics    *metrics.Set
 	auth       admin.Auth
-	discovery  *supervisor.Supervisor
+	discovery  *discoverysource.Supervisor
 	loads      *load.Store
 	loadSubs   *eventplane.Supervisor
 	tracker    *kv.Tracker
@@ -126,7 +126,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if err := s.startEmbeddedEtcd(cfg); err != nil {
 		return nil, err
 	}
-	s.discovery = supervisor.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
+	s.discovery = discoverysource.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
 	s.loads = load.NewStore(s.metrics.Load.Count)
 	s.tracker = kv.NewTracker(s.metrics.KV.CountEvent)
 	if o.Recorder != nil {
@@ -466,7 +466,7 @@ func (s *Server) Loads() *load.Store { return s.loads }
 func (s *Server) KV() *kv.Tracker { return s.tracker }
 
 // Discovery exposes the discovery supervisor (registry, status).
-func (s *Server) Discovery() *supervisor.Supervisor { return s.discovery }
+func (s *Server) Discovery() *discoverysource.Supervisor { return s.discovery }
 
 // EtcdEndpoint is the embedded etcd's client URL, or "" without one.
 func (s *Server) EtcdEndpoint() string {
@@ -520,7 +520,7 @@ func (s *Server) Close() {
 // dynamoStatus is what the admin API reads: discovery plus subscriptions,
 // kv_metrics ones first, then kv-events ones.
 type dynamoStatus struct {
-	*supervisor.Supervisor
+	*discoverysource.Supervisor
 	load, kv *eventplane.Supervisor
 }
 

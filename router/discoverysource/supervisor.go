@@ -1,11 +1,12 @@
-// Package supervisor runs the discovery source the live configuration asks
-// for and replaces it on reload according to the change's reload class:
-// nothing, start, stop, replace (reducer and registry reset), replace while
-// keeping the snapshot readable (backoff only), or prune removed namespaces.
+// Package discoverysource is the host side of discovery: it runs the
+// discovery source the live configuration asks for (etcdsource) and replaces
+// it on reload according to the change's reload class: nothing, start, stop,
+// replace (reducer and registry reset), replace while keeping the snapshot
+// readable (backoff only), or prune removed namespaces.
 //
 // The registry outlives every watcher, so consumers hold one pointer for the
 // life of the process.
-package supervisor
+package discoverysource
 
 import (
 	"context"
@@ -17,7 +18,7 @@ import (
 	"switchyard/router/clock"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
-	etcdsource "switchyard/router/discovery/etcd"
+	"switchyard/router/discoverysource/etcdsource"
 	"switchyard/router/events"
 	"switchyard/router/metrics"
 )

@@ -1,4 +1,4 @@
-package supervisor
+package discoverysource
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"switchyard/internal/etcdtest"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
-	etcdsource "switchyard/router/discovery/etcd"
+	"switchyard/router/discoverysource/etcdsource"
 	"switchyard/router/events"
 )
 

@@ -1,4 +1,4 @@
-package supervisor
+package discoverysource
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"switchyard/router/clock"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
-	etcdsource "switchyard/router/discovery/etcd"
+	"switchyard/router/discoverysource/etcdsource"
 	"switchyard/router/events"
 	"switchyard/router/metrics"
 )
