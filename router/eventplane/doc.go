@@ -1,0 +1,9 @@
+// Package eventplane keeps the router's subscriptions to Dynamo's event
+// plane: it derives the publishers to follow from the discovery snapshot
+// (Targets), checks their addresses against the dial policy (Dialer), and
+// runs one bounded ZMTP session per publisher (Supervisor, over
+// router/eventplane/zmtp) with jittered reconnects and one process-wide
+// subscription budget. What arrives is handed, frames as read, to a family's
+// Sink; decoding is the pure codec's (router/envelope), so the core never
+// imports this package's sockets.
+package eventplane
