@@ -76,9 +76,9 @@ func feed(w *Writer, v any) {
 // 2^63 and above, nil apart from empty, a large resync, a zero time.
 func sample() []any {
 	const bigPID = 1<<64 - 3
-	resync := make([]events.KV, 300)
+	resync := make([]events.DiscoveryRecord, 300)
 	for i := range resync {
-		resync[i] = events.KV{Keyspace: events.Keyspace(i%3 + 1), Key: fmt.Sprintf("v1/instances/dynamo/backend/generate/%x", i),
+		resync[i] = events.DiscoveryRecord{Keyspace: events.Keyspace(i%3 + 1), Key: fmt.Sprintf("v1/instances/dynamo/backend/generate/%x", i),
 			Value: []byte(fmt.Sprintf(`{"instance_id":%d}`, i))}
 	}
 	resync[7].Value = nil
@@ -98,11 +98,11 @@ func sample() []any {
 	return []any{
 		events.DiscoveryReset{At: at(0)},
 		events.DiscoveryResync{At: at(1), Namespace: "dynamo", Records: resync, Revision: 88},
-		events.DiscoveryResync{At: at(2), Namespace: "other", Records: []events.KV{}, Revision: 89},
+		events.DiscoveryResync{At: at(2), Namespace: "other", Records: []events.DiscoveryRecord{}, Revision: 89},
 		events.DiscoveryResync{At: at(2), Namespace: "third", Revision: 90},
-		events.DiscoveryPut{At: at(3), Namespace: "dynamo", KV: events.KV{Keyspace: events.Models, Key: "v1/mdc/dynamo/m/1", Value: []byte(`{"display_name":"m"}`)}, Revision: 91},
-		events.DiscoveryPut{At: at(3), Namespace: "dynamo", KV: events.KV{Keyspace: events.EventChannels, Key: "k/nil"}, Revision: 92},
-		events.DiscoveryPut{At: at(3), Namespace: "dynamo", KV: events.KV{Keyspace: events.Instances, Key: "k/empty", Value: []byte{}}, Revision: 93},
+		events.DiscoveryPut{At: at(3), Namespace: "dynamo", DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Models, Key: "v1/mdc/dynamo/m/1", Value: []byte(`{"display_name":"m"}`)}, Revision: 91},
+		events.DiscoveryPut{At: at(3), Namespace: "dynamo", DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.EventChannels, Key: "k/nil"}, Revision: 92},
+		events.DiscoveryPut{At: at(3), Namespace: "dynamo", DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: "k/empty", Value: []byte{}}, Revision: 93},
 		events.DiscoveryDelete{At: at(4), Namespace: "dynamo", Keyspace: events.Instances, Key: "v1/instances/x", Revision: 94},
 		events.DiscoveryPrune{At: at(5), Keep: []string{"dynamo", "b\"q<>&"}},
 		events.DiscoveryPrune{At: at(5), Keep: []string{}},

@@ -258,7 +258,7 @@ func scanDiscovery(ctx context.Context, tx *sql.Tx, runID int64, rows *sql.Rows)
 	switch op {
 	case "put":
 		e.Value = events.DiscoveryPut{At: e.At, Namespace: ns.String, Revision: rev.Int64,
-			KV: events.KV{Keyspace: parseKeyspace(ks.String), Key: key.String, Value: nullBlob(value, valueNull)}}
+			DiscoveryRecord: events.DiscoveryRecord{Keyspace: parseKeyspace(ks.String), Key: key.String, Value: nullBlob(value, valueNull)}}
 	case "delete":
 		e.Value = events.DiscoveryDelete{At: e.At, Namespace: ns.String, Keyspace: parseKeyspace(ks.String), Key: key.String, Revision: rev.Int64}
 	case "resync":
@@ -281,7 +281,7 @@ func scanDiscovery(ctx context.Context, tx *sql.Tx, runID int64, rows *sql.Rows)
 	return e, nil
 }
 
-func scanResync(ctx context.Context, tx *sql.Tx, runID, seq int64, records sql.NullInt64) ([]events.KV, error) {
+func scanResync(ctx context.Context, tx *sql.Tx, runID, seq int64, records sql.NullInt64) ([]events.DiscoveryRecord, error) {
 	if !records.Valid {
 		return nil, nil
 	}
@@ -291,7 +291,7 @@ func scanResync(ctx context.Context, tx *sql.Tx, runID, seq int64, records sql.N
 		return nil, err
 	}
 	defer rows.Close()
-	recs := []events.KV{}
+	recs := []events.DiscoveryRecord{}
 	for rows.Next() {
 		var idx int64
 		var ks, key string
@@ -303,7 +303,7 @@ func scanResync(ctx context.Context, tx *sql.Tx, runID, seq int64, records sql.N
 		if idx != int64(len(recs)) {
 			return nil, fmt.Errorf("resync record %d missing", len(recs))
 		}
-		recs = append(recs, events.KV{Keyspace: parseKeyspace(ks), Key: key, Value: nullBlob(value, valueNull)})
+		recs = append(recs, events.DiscoveryRecord{Keyspace: parseKeyspace(ks), Key: key, Value: nullBlob(value, valueNull)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

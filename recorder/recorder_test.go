@@ -521,8 +521,8 @@ func TestRecordCallsCopy(t *testing.T) {
 	w.LoadMessage(&events.LoadMessage{Namespace: "n", Frames: frames}, envelope.Malformed)
 	w.KVMessage("n", 1, frames, time.Time{}, "malformed")
 	w.Request(Request{Tokens: tokens, Namespaces: ns})
-	w.Discovery(events.DiscoveryPut{KV: events.KV{Value: value}})
-	w.Discovery(events.DiscoveryResync{Records: []events.KV{{Value: value}}})
+	w.Discovery(events.DiscoveryPut{DiscoveryRecord: events.DiscoveryRecord{Value: value}})
+	w.Discovery(events.DiscoveryResync{Records: []events.DiscoveryRecord{{Value: value}}})
 	w.Discovery(events.DiscoveryPrune{Keep: keep})
 	// The caller reuses its buffers at once.
 	frames[3][0], frames[0] = 9, nil

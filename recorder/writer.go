@@ -260,9 +260,9 @@ func (w *Writer) Discovery(ev events.Event) {
 		w.enqueue(tDiscovery, e)
 	case events.DiscoveryResync:
 		if e.Records != nil {
-			recs := make([]events.KV, len(e.Records))
+			recs := make([]events.DiscoveryRecord, len(e.Records))
 			for i, kv := range e.Records {
-				recs[i] = events.KV{Keyspace: kv.Keyspace, Key: kv.Key, Value: bytes.Clone(kv.Value)}
+				recs[i] = events.DiscoveryRecord{Keyspace: kv.Keyspace, Key: kv.Key, Value: bytes.Clone(kv.Value)}
 			}
 			e.Records = recs
 		}

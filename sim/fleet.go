@@ -136,16 +136,17 @@ func (w *worker) registrarWorker() registrar.Worker {
 		}}
 }
 
-// kvs returns records as discovery KVs in key order (maps iterate randomly).
-func kvs(records map[string][]byte) []events.KV {
+// discoveryRecords returns records as discovery records in key order (maps
+// iterate randomly).
+func discoveryRecords(records map[string][]byte) []events.DiscoveryRecord {
 	keys := make([]string, 0, len(records))
 	for k := range records {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	out := make([]events.KV, 0, len(keys))
+	out := make([]events.DiscoveryRecord, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, events.KV{Keyspace: keyspaceOf(k), Key: k, Value: records[k]})
+		out = append(out, events.DiscoveryRecord{Keyspace: keyspaceOf(k), Key: k, Value: records[k]})
 	}
 	return out
 }

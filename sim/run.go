@@ -176,11 +176,11 @@ func (r *Run) Execute() (Summary, error) {
 // start registers the fleet, schedules the faults and the first arrival.
 func (r *Run) start() {
 	t0 := r.loop.Clock.Now()
-	var all []events.KV
+	var all []events.DiscoveryRecord
 	for _, w := range r.workers {
-		all = append(all, kvs(w.records)...)
+		all = append(all, discoveryRecords(w.records)...)
 	}
-	slices.SortFunc(all, func(a, b events.KV) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(all, func(a, b events.DiscoveryRecord) int { return compareKeys(a.Key, b.Key) })
 	seedAt := t0.Add(r.sc.Network.DiscoveryDelay.Std())
 	r.loop.At(seedAt, func(now time.Time) {
 		r.core.Discovery([]events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}})
@@ -477,7 +477,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 	case FaultKill:
 		w.alive = false
 		w.failJobs(now, "worker died")
-		keys := kvs(w.records)
+		keys := discoveryRecords(w.records)
 		r.loop.At(now.Add(r.sc.Network.LeaseTTL.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
 			batch := make([]events.Event, 0, len(keys))
 			for i, kv := range keys {
@@ -505,14 +505,14 @@ func (r *Run) inject(f Fault, now time.Time) {
 		old := w.records
 		w.newPublisher()
 		w.records = registrar.Records(w.registrarWorker(), w.id)
-		var batchKV []events.KV
-		var gone []events.KV
-		for _, kv := range kvs(w.records) {
+		var batchKV []events.DiscoveryRecord
+		var gone []events.DiscoveryRecord
+		for _, kv := range discoveryRecords(w.records) {
 			if string(old[kv.Key]) != string(kv.Value) {
 				batchKV = append(batchKV, kv)
 			}
 		}
-		for _, kv := range kvs(old) {
+		for _, kv := range discoveryRecords(old) {
 			if _, ok := w.records[kv.Key]; !ok {
 				gone = append(gone, kv)
 			}
@@ -520,7 +520,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
 			var batch []events.Event
 			for _, kv := range batchKV {
-				batch = append(batch, events.DiscoveryPut{At: at, Namespace: r.sc.Namespace, KV: kv})
+				batch = append(batch, events.DiscoveryPut{At: at, Namespace: r.sc.Namespace, DiscoveryRecord: kv})
 			}
 			for _, kv := range gone {
 				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key})
@@ -562,7 +562,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		w.records[key] = []byte("{not json")
 		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
 			r.core.Discovery([]events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
-				KV: events.KV{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}})
+				DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}})
 		})
 	default:
 		r.log().Warn("unknown fault", "kind", f.Kind)

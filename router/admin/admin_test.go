@@ -36,7 +36,7 @@ func (f fixedStatus) Subscriptions() []eventplane.SubscriptionInfo {
 func fixtureSnapshot(t *testing.T) *discovery.Snapshot {
 	recs, err := fixtures.EtcdFleet("disagg_scoped")
 	require.NoError(t, err)
-	var kvs []events.KV
+	var kvs []events.DiscoveryRecord
 	for _, r := range recs {
 		ks := events.Instances
 		switch {
@@ -45,7 +45,7 @@ func fixtureSnapshot(t *testing.T) *discovery.Snapshot {
 		case strings.HasPrefix(r.Key, "v1/event_channels/"):
 			ks = events.EventChannels
 		}
-		kvs = append(kvs, events.KV{Keyspace: ks, Key: r.Key, Value: r.Value})
+		kvs = append(kvs, events.DiscoveryRecord{Keyspace: ks, Key: r.Key, Value: r.Value})
 	}
 	reg := discovery.NewRegistry()
 	f := discovery.NewFollower(discovery.NewReducer(nil, nil), reg)

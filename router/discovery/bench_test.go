@@ -10,8 +10,8 @@ import (
 )
 
 // fleetRecords builds n disaggregated workers (endpoint + card each).
-func fleetRecords(n int) []events.KV {
-	out := make([]events.KV, 0, 2*n)
+func fleetRecords(n int) []events.DiscoveryRecord {
+	out := make([]events.DiscoveryRecord, 0, 2*n)
 	for i := 0; i < n; i++ {
 		comp := "decode"
 		if i%2 == 0 {
@@ -22,8 +22,8 @@ func fleetRecords(n int) []events.KV {
 			"runtime_config": map[string]any{"total_kv_blocks": 12000, "max_num_batched_tokens": 8192,
 				"max_num_seqs": 256, "context_length": 32768, "data_parallel_size": 1}}
 		out = append(out,
-			put("dynamo", fmt.Sprintf("v1/instances/dynamo/%s/generate/%x", comp, id), endpointJSON(comp, "generate", id), t0).KV,
-			put("dynamo", fmt.Sprintf("v1/mdc/dynamo/%s/generate/%x", comp, id), cardJSON(comp, "generate", id, card), t0).KV)
+			put("dynamo", fmt.Sprintf("v1/instances/dynamo/%s/generate/%x", comp, id), endpointJSON(comp, "generate", id), t0).DiscoveryRecord,
+			put("dynamo", fmt.Sprintf("v1/mdc/dynamo/%s/generate/%x", comp, id), cardJSON(comp, "generate", id, card), t0).DiscoveryRecord)
 	}
 	return out
 }
@@ -42,7 +42,7 @@ func BenchmarkReducerApply(b *testing.B) {
 			b.StartTimer()
 		}
 		kv := recs[i%len(recs)]
-		r.Apply(events.DiscoveryPut{At: t0, Namespace: "dynamo", KV: kv})
+		r.Apply(events.DiscoveryPut{At: t0, Namespace: "dynamo", DiscoveryRecord: kv})
 	}
 }
 

@@ -20,8 +20,8 @@ func FuzzReducer(f *testing.F) {
 		r := NewReducer(nil, nil)
 		space := events.Keyspace(ks%3 + 1)
 		for i, v := range [][]byte{a, b, a} {
-			r.Apply(events.DiscoveryPut{At: t0, Namespace: "ns", KV: events.KV{Keyspace: space, Key: string(rune('a' + i%2)), Value: v}})
-			r.Apply(events.DiscoveryPut{At: t0, Namespace: "ns", KV: events.KV{Keyspace: events.Keyspace(i%3 + 1), Key: "k", Value: v}})
+			r.Apply(events.DiscoveryPut{At: t0, Namespace: "ns", DiscoveryRecord: events.DiscoveryRecord{Keyspace: space, Key: string(rune('a' + i%2)), Value: v}})
+			r.Apply(events.DiscoveryPut{At: t0, Namespace: "ns", DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Keyspace(i%3 + 1), Key: "k", Value: v}})
 		}
 		v := r.View()
 		held := r.Len(events.Instances)

@@ -37,22 +37,22 @@ func put(ns, key string, value any, at time.Time) events.DiscoveryPut {
 			panic(err)
 		}
 	}
-	return events.DiscoveryPut{At: at, Namespace: ns, KV: events.KV{Keyspace: keyspaceOf(key), Key: key, Value: b}}
+	return events.DiscoveryPut{At: at, Namespace: ns, DiscoveryRecord: events.DiscoveryRecord{Keyspace: keyspaceOf(key), Key: key, Value: b}}
 }
 
 func del(ns, key string, at time.Time) events.DiscoveryDelete {
 	return events.DiscoveryDelete{At: at, Namespace: ns, Keyspace: keyspaceOf(key), Key: key}
 }
 
-func loadFixture(t testing.TB, name string) []events.KV {
+func loadFixture(t testing.TB, name string) []events.DiscoveryRecord {
 	t.Helper()
 	recs, err := fixtures.EtcdFleet(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]events.KV, len(recs))
+	out := make([]events.DiscoveryRecord, len(recs))
 	for i, r := range recs {
-		out[i] = events.KV{Keyspace: keyspaceOf(r.Key), Key: r.Key, Value: r.Value}
+		out[i] = events.DiscoveryRecord{Keyspace: keyspaceOf(r.Key), Key: r.Key, Value: r.Value}
 	}
 	return out
 }

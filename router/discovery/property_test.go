@@ -99,9 +99,9 @@ func TestPropertyFoldEqualsResyncOfFinalState(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ops := genOps(t)
 		folded, store := replay(ops)
-		var recs []events.KV
+		var recs []events.DiscoveryRecord
 		for k, v := range store {
-			recs = append(recs, events.KV{Keyspace: keyspaceOf(k), Key: k, Value: v})
+			recs = append(recs, events.DiscoveryRecord{Keyspace: keyspaceOf(k), Key: k, Value: v})
 		}
 		perm := rapid.Permutation(recs).Draw(t, "perm")
 		resynced := NewReducer(nil, nil)

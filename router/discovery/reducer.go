@@ -167,7 +167,7 @@ func (r *Reducer) Apply(ev events.Event) {
 	switch e := ev.(type) {
 	case events.DiscoveryPut:
 		r.count("put")
-		r.put(e.Namespace, e.KV, e.At)
+		r.put(e.Namespace, e.DiscoveryRecord, e.At)
 	case events.DiscoveryDelete:
 		r.count("delete")
 		r.remove(e.Keyspace, e.Key)
@@ -234,7 +234,7 @@ func (r *Reducer) resync(e events.DiscoveryResync) {
 	}
 }
 
-func (r *Reducer) mayOverflow(recs []events.KV) bool {
+func (r *Reducer) mayOverflow(recs []events.DiscoveryRecord) bool {
 	fresh := map[events.Keyspace]int{}
 	for _, kv := range recs {
 		if _, ok := r.keys[kv.Keyspace][kv.Key]; !ok {
@@ -249,7 +249,7 @@ func (r *Reducer) mayOverflow(recs []events.KV) bool {
 	return false
 }
 
-func (r *Reducer) put(ns string, kv events.KV, at time.Time) {
+func (r *Reducer) put(ns string, kv events.DiscoveryRecord, at time.Time) {
 	m := r.keys[kv.Keyspace]
 	if m == nil {
 		return

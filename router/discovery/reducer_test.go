@@ -239,10 +239,10 @@ func TestBounds(t *testing.T) {
 func TestKeyspaceCeiling(t *testing.T) {
 	cnt := counter{}
 	r := NewReducer(nil, cnt.inc)
-	recs := make([]events.KV, 0, MaxRecordsPerKeyspace+10)
+	recs := make([]events.DiscoveryRecord, 0, MaxRecordsPerKeyspace+10)
 	for i := 0; i < MaxRecordsPerKeyspace+10; i++ {
 		key := fmt.Sprintf("v1/instances/dynamo/decode/generate/%06x", i)
-		recs = append(recs, put("dynamo", key, endpointJSON("decode", "generate", i), t0).KV)
+		recs = append(recs, put("dynamo", key, endpointJSON("decode", "generate", i), t0).DiscoveryRecord)
 	}
 	v := fold(r, events.DiscoveryResync{At: t0, Namespace: "dynamo", Records: recs})
 	require.Len(t, v.Workers, MaxRecordsPerKeyspace)
@@ -275,7 +275,7 @@ func TestResyncPreservesFirstSeenAndIsIdempotent(t *testing.T) {
 	require.Same(t, first, reg.Snapshot())
 
 	// A resync without the prefill worker removes it; the decode worker keeps first_seen.
-	var rest []events.KV
+	var rest []events.DiscoveryRecord
 	for _, kv := range recs {
 		if !strings.Contains(kv.Key, "/prefill/") {
 			rest = append(rest, kv)

@@ -145,13 +145,13 @@ type lateRunner struct {
 }
 
 func (r *lateRunner) Run(ctx context.Context) error {
-	r.sink.Apply([]events.Event{events.DiscoveryPut{Namespace: r.ns, KV: events.KV{Keyspace: events.Instances,
+	r.sink.Apply([]events.Event{events.DiscoveryPut{Namespace: r.ns, DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances,
 		Key: "v1/instances/" + r.ns + "/decode/generate/1", Value: []byte(`{"type":"Endpoint","endpoint":"generate","instance_id":1}`)}}})
 	r.sink.SetConnected(true)
 	close(r.started)
 	<-ctx.Done()
 	<-r.release
-	r.sink.Apply([]events.Event{events.DiscoveryPut{Namespace: r.ns, KV: events.KV{Keyspace: events.Instances,
+	r.sink.Apply([]events.Event{events.DiscoveryPut{Namespace: r.ns, DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances,
 		Key: "v1/instances/" + r.ns + "/decode/generate/2", Value: []byte(`{"type":"Endpoint","endpoint":"generate","instance_id":2}`)}}})
 	r.sink.SetConnected(true)
 	return nil

@@ -42,8 +42,9 @@ type Event interface {
 	Time() time.Time
 }
 
-// KV is one discovery record as read from the store.
-type KV struct {
+// DiscoveryRecord is one discovery record (a key under a watched prefix and
+// its value) as read from the store.
+type DiscoveryRecord struct {
 	Keyspace Keyspace
 	Key      string
 	Value    []byte
@@ -55,7 +56,7 @@ type KV struct {
 type DiscoveryPut struct {
 	At        time.Time
 	Namespace string
-	KV
+	DiscoveryRecord
 	Revision int64
 }
 
@@ -75,7 +76,7 @@ type DiscoveryDelete struct {
 type DiscoveryResync struct {
 	At        time.Time
 	Namespace string
-	Records   []KV
+	Records   []DiscoveryRecord
 	Revision  int64
 }
 

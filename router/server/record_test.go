@@ -89,7 +89,7 @@ func (w *testWorker) puts(at time.Time) []events.Event {
 		case strings.HasPrefix(k, "v1/mdc/"):
 			ks = events.Models
 		}
-		out = append(out, events.DiscoveryPut{At: at, Namespace: "dynamo", KV: events.KV{Keyspace: ks, Key: k, Value: recs[k]}})
+		out = append(out, events.DiscoveryPut{At: at, Namespace: "dynamo", DiscoveryRecord: events.DiscoveryRecord{Keyspace: ks, Key: k, Value: recs[k]}})
 	}
 	return out
 }

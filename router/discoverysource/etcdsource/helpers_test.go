@@ -252,7 +252,7 @@ func fleet(ns string, id uint64) map[string]string {
 }
 
 // asMap turns snapshot records into key -> value.
-func asMap(recs []events.KV) map[string]string {
+func asMap(recs []events.DiscoveryRecord) map[string]string {
 	out := make(map[string]string, len(recs))
 	for _, r := range recs {
 		out[r.Key] = string(r.Value)

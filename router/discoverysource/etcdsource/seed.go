@@ -57,7 +57,7 @@ type snapshot struct {
 	// revision is the store revision every get read at.
 	revision int64
 	// records holds each namespace's accepted records.
-	records map[string][]events.KV
+	records map[string][]events.DiscoveryRecord
 	// truncated lists prefixes that held more than maxSeedRecords.
 	truncated []string
 	// skipped lists keys whose value alone exceeded maxResponseBytes.
@@ -69,7 +69,7 @@ type snapshot struct {
 // revision for the whole pass keeps the namespaces' views mutually
 // consistent and gives each watch the same, gapless start (revision+1).
 func takeSnapshot(ctx context.Context, r ranger, list []watched) (snapshot, error) {
-	s := snapshot{records: make(map[string][]events.KV)}
+	s := snapshot{records: make(map[string][]events.DiscoveryRecord)}
 	for _, w := range list {
 		kvs, full, err := readPrefix(ctx, r, w.Prefix, &s.revision, &s.skipped)
 		if err != nil {
@@ -85,7 +85,7 @@ func takeSnapshot(ctx context.Context, r ranger, list []watched) (snapshot, erro
 
 // readPrefix pages through one prefix. *rev == 0 means no revision is
 // fixed yet; the first response fixes it.
-func readPrefix(ctx context.Context, r ranger, p discovery.Prefix, rev *int64, skipped *[]string) (out []events.KV, truncated bool, err error) {
+func readPrefix(ctx context.Context, r ranger, p discovery.Prefix, rev *int64, skipped *[]string) (out []events.DiscoveryRecord, truncated bool, err error) {
 	end := clientv3.GetPrefixRangeEnd(p.Key)
 	key := p.Key
 	limit := int64(seedPageSize)
@@ -123,7 +123,7 @@ func readPrefix(ctx context.Context, r ranger, p discovery.Prefix, rev *int64, s
 			if len(out) == maxSeedRecords {
 				return out, true, nil
 			}
-			out = append(out, events.KV{Keyspace: p.Keyspace, Key: k, Value: kv.Value})
+			out = append(out, events.DiscoveryRecord{Keyspace: p.Keyspace, Key: k, Value: kv.Value})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, false, nil

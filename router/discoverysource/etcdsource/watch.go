@@ -69,10 +69,10 @@ func fold(w watched, resp *clientv3.WatchResponse, at time.Time) []events.Event 
 		switch ev.Type {
 		case clientv3.EventTypePut:
 			out = append(out, events.DiscoveryPut{
-				At:        at,
-				Namespace: w.namespace,
-				KV:        events.KV{Keyspace: w.Keyspace, Key: key, Value: ev.Kv.Value},
-				Revision:  ev.Kv.ModRevision,
+				At:              at,
+				Namespace:       w.namespace,
+				DiscoveryRecord: events.DiscoveryRecord{Keyspace: w.Keyspace, Key: key, Value: ev.Kv.Value},
+				Revision:        ev.Kv.ModRevision,
 			})
 		case clientv3.EventTypeDelete:
 			out = append(out, events.DiscoveryDelete{

@@ -138,9 +138,9 @@ func TestLivePutAndDeleteArriveAsEvents(t *testing.T) {
 	// Each prefix has its own watch stream: order holds within a stream,
 	// not across streams, so compare in revision order.
 	sort.Slice(puts, func(i, j int) bool { return puts[i].Revision < puts[j].Revision })
-	assert.Equal(t, events.KV{Keyspace: events.EventChannels, Key: scopedKey, Value: []byte(scopedVal)}, puts[0].KV)
-	assert.Equal(t, events.KV{Keyspace: events.EventChannels, Key: legacyKey, Value: []byte(legacyVal)}, puts[1].KV)
-	assert.Equal(t, events.KV{Keyspace: events.Instances, Key: instKey, Value: []byte(instVal)}, puts[2].KV)
+	assert.Equal(t, events.DiscoveryRecord{Keyspace: events.EventChannels, Key: scopedKey, Value: []byte(scopedVal)}, puts[0].DiscoveryRecord)
+	assert.Equal(t, events.DiscoveryRecord{Keyspace: events.EventChannels, Key: legacyKey, Value: []byte(legacyVal)}, puts[1].DiscoveryRecord)
+	assert.Equal(t, events.DiscoveryRecord{Keyspace: events.Instances, Key: instKey, Value: []byte(instVal)}, puts[2].DiscoveryRecord)
 	require.Len(t, dels, 1)
 	assert.Equal(t, events.DiscoveryDelete{
 		At: epoch.Add(time.Minute), Namespace: "dynamo", Keyspace: events.Instances, Key: instKey, Revision: dels[0].Revision,
