@@ -111,3 +111,21 @@ func TestBenchTraceFoundInTheTraceDirectory(t *testing.T) {
 	require.Error(t, err, out)
 	assert.Contains(t, err.Error()+out, "SWITCHYARD_TRACE_DIR")
 }
+
+func TestBenchPickersAcceptsTheExamplePolicyByName(t *testing.T) {
+	sc := writeFile(t, "s.yaml", simScenario)
+	dir := filepath.Join(t.TempDir(), "report")
+	out, err := run(t, "bench", "pickers", "--scenario", sc, "--pickers", "least_kv_blocks,load", "--out", dir)
+	require.NoError(t, err, out)
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	require.NoError(t, err)
+	var sum benchSummary
+	require.NoError(t, json.Unmarshal(raw, &sum))
+	require.Contains(t, sum.Pickers, "least_kv_blocks")
+	assert.Equal(t, sum.Pickers["load"].Requests, sum.Pickers["least_kv_blocks"].Requests)
+	assert.Positive(t, sum.Pickers["least_kv_blocks"].Requests)
+
+	_, err = run(t, "bench", "pickers", "--scenario", sc, "--pickers", "fastest", "--out", t.TempDir())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "least_kv_blocks", "the error lists the registered names")
+}
