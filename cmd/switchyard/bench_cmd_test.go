@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -124,6 +125,13 @@ func TestBenchPickersAcceptsTheExamplePolicyByName(t *testing.T) {
 	require.Contains(t, sum.Pickers, "least_kv_blocks")
 	assert.Equal(t, sum.Pickers["load"].Requests, sum.Pickers["least_kv_blocks"].Requests)
 	assert.Positive(t, sum.Pickers["least_kv_blocks"].Requests)
+	at := strings.Index(out, "picker ")
+	require.GreaterOrEqual(t, at, 0, out)
+	table := out[at:]
+	lines := strings.Split(table, "\n")
+	require.GreaterOrEqual(t, len(lines), 3, out)
+	assert.Len(t, lines[1], len(lines[0]), "the table's columns line up under a long picker name:\n%s", table)
+	assert.Len(t, lines[2], len(lines[0]), table)
 
 	_, err = run(t, "bench", "pickers", "--scenario", sc, "--pickers", "fastest", "--out", t.TempDir())
 	require.Error(t, err)
