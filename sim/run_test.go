@@ -395,3 +395,48 @@ func TestExpectedRequestsCountsTraceLines(t *testing.T) {
 		}
 	}
 }
+
+// fewestBlocksTap checks each selection as it is made: the candidate list
+// is the core's reused buffer, valid only during the call.
+type fewestBlocksTap struct {
+	*textTap
+	t      *testing.T
+	byLoad int
+}
+
+func (f *fewestBlocksTap) Selection(s recorder.Selection) {
+	f.textTap.Selection(s)
+	if s.Sel.DecodeReason != "load" {
+		return
+	}
+	f.byLoad++
+	for _, c := range s.Candidates {
+		if !c.Defined || c.WorkerID != s.Sel.Decode.WorkerID || c.DPRank != s.Sel.Decode.DPRank {
+			continue
+		}
+		for _, o := range s.Candidates {
+			if o.Defined && o.Cost < c.Cost {
+				f.t.Errorf("request %d: chose %v blocks over %v", s.RequestID, c.Cost, o.Cost)
+			}
+		}
+	}
+}
+
+func TestScenarioNamesTheExamplePolicy(t *testing.T) {
+	sc := scenario(t, "picker: least_kv_blocks\n"+aggScenario)
+	tap := &fewestBlocksTap{textTap: newTextTap(), t: t}
+	r, err := New(sc, Options{Tap: tap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Requests != 300 || len(tap.selections) != 300 {
+		t.Fatalf("requests %d selections %d", s.Requests, len(tap.selections))
+	}
+	if tap.byLoad == 0 {
+		t.Fatal("no selection was decided by blocks in use")
+	}
+}

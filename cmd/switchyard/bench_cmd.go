@@ -156,10 +156,14 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 	if err := reports.Write(out, cmp); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%-12s %9s %9s %9s %9s %9s %9s %10s\n", "picker", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "hit", "bound", "imbalance")
+	width := 12 // the name column fits the longest picker name
+	for _, n := range names {
+		width = max(width, len(n))
+	}
+	fmt.Fprintf(stdout, "%-*s %9s %9s %9s %9s %9s %9s %10s\n", width, "picker", "TTFT p50", "TTFT p99", "ITL p50", "E2E p99", "hit", "bound", "imbalance")
 	for i, r := range results {
 		s := r.Stats
-		fmt.Fprintf(stdout, "%-12s %9.1f %9.1f %9.2f %9.1f %9.3f %9.3f %10.2f\n", names[i], s.TTFT.P50, s.TTFT.P99, s.ITL.P50, s.E2E.P99,
+		fmt.Fprintf(stdout, "%-*s %9.1f %9.1f %9.2f %9.1f %9.3f %9.3f %10.2f\n", width, names[i], s.TTFT.P50, s.TTFT.P99, s.ITL.P50, s.E2E.P99,
 			s.HitRatio, s.HitRatioBound, s.Imbalance)
 	}
 	fmt.Fprintf(stdout, "seed: %d (%s)\n", base.Seed, seedSource)

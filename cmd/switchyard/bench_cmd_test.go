@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -110,4 +111,29 @@ func TestBenchTraceFoundInTheTraceDirectory(t *testing.T) {
 	out, err := run(t, "bench", "pickers", "--trace", "no-such-trace.jsonl", "--workers", "2", "--out", t.TempDir())
 	require.Error(t, err, out)
 	assert.Contains(t, err.Error()+out, "SWITCHYARD_TRACE_DIR")
+}
+
+func TestBenchPickersAcceptsTheExamplePolicyByName(t *testing.T) {
+	sc := writeFile(t, "s.yaml", simScenario)
+	dir := filepath.Join(t.TempDir(), "report")
+	out, err := run(t, "bench", "pickers", "--scenario", sc, "--pickers", "least_kv_blocks,load", "--out", dir)
+	require.NoError(t, err, out)
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	require.NoError(t, err)
+	var sum benchSummary
+	require.NoError(t, json.Unmarshal(raw, &sum))
+	require.Contains(t, sum.Pickers, "least_kv_blocks")
+	assert.Equal(t, sum.Pickers["load"].Requests, sum.Pickers["least_kv_blocks"].Requests)
+	assert.Positive(t, sum.Pickers["least_kv_blocks"].Requests)
+	at := strings.Index(out, "picker ")
+	require.GreaterOrEqual(t, at, 0, out)
+	table := out[at:]
+	lines := strings.Split(table, "\n")
+	require.GreaterOrEqual(t, len(lines), 3, out)
+	assert.Len(t, lines[1], len(lines[0]), "the table's columns line up under a long picker name:\n%s", table)
+	assert.Len(t, lines[2], len(lines[0]), table)
+
+	_, err = run(t, "bench", "pickers", "--scenario", sc, "--pickers", "fastest", "--out", t.TempDir())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "least_kv_blocks", "the error lists the registered names")
 }

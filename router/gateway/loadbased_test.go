@@ -23,7 +23,7 @@ import (
 // live in, a decode worker comes with its namespace's prefill worker, an
 // aggregated one alone; a namespace whose only replica the key may not
 // use is never offered.
-func TestRealLoadBasedPickerAcrossPools(t *testing.T) {
+func TestRealLoadPickerAcrossPools(t *testing.T) {
 	prod, canary := newUpstream(t, "dyn-prod"), newUpstream(t, "dyn-canary")
 	cfg := dynamoConfig(nil, backendFor(prod, clientModel), backendFor(canary, clientModel))
 	cfg.Dynamo.Discovery.Etcd.Namespaces = []string{"prod", "canary"}
@@ -46,7 +46,7 @@ func TestRealLoadBasedPickerAcrossPools(t *testing.T) {
 	store.SetLive(reg.Snapshot())
 	var mu sync.Mutex
 	selections := map[string]int{}
-	lb := picker.NewLoadBased(store, func(role, reason string) {
+	lb := picker.NewLoad(store, func(role, reason string) {
 		mu.Lock()
 		selections[role+"/"+reason]++
 		mu.Unlock()

@@ -36,7 +36,7 @@ func (d tagged) Ended(req Request, sel Selection) {
 // picker (and decorator) that pinned it.
 func TestHolderWrapStaysOnTop(t *testing.T) {
 	f := newFixture(t, worker("ns", 1, discovery.RoleDecode), worker("ns", 2, discovery.RoleDecode))
-	first, second := NewLoadBased(f.store, nil), NewRoundRobin(f.store, nil)
+	first, second := NewLoad(f.store, nil), NewRoundRobin(f.store, nil)
 	h := NewHolder(first)
 	require.Same(t, first, h.Get())
 

@@ -55,7 +55,7 @@ func DefaultKVOptions() KVOptions {
 	return KVOptions{OverlapScoreCredit: 1, PrefillLoadScale: 1}
 }
 
-// kvPolicy is the KV-aware picker's state beside the load-based one.
+// kvPolicy scores ranks by the prompt blocks they already hold (NewKVAware).
 type kvPolicy struct {
 	tracker *kv.Tracker
 	opts    KVOptions
@@ -73,6 +73,8 @@ type kvPolicy struct {
 	// for (outside 16..65536, or a third size for one request).
 	unsupported func(model string, blockSize int)
 	model       string
+	// disagg: the request's decode pool holds a decode worker.
+	disagg bool
 }
 
 // NewKVAware returns the KV-overlap-aware picker (docs/picker.md): prefill
@@ -82,31 +84,29 @@ type kvPolicy struct {
 // ranks of a disaggregated pair use the load-only rule unless conditional
 // disaggregation is on. seed feeds softmax sampling (temperature > 0).
 // kvCount receives each selection's kv result.
-func NewKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string)) *LoadBased {
-	return newKVAware(store, tracker, o, seed, count, kvCount, nil)
+func NewKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string)) *Scheduler {
+	return newScheduler(store, count, newKVPolicy(tracker, o, seed, kvCount, nil))
 }
 
-func newKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string),
-	unsupported func(model string, blockSize int)) *LoadBased {
-	p := NewLoadBased(store, count)
+func newKVPolicy(tracker *kv.Tracker, o KVOptions, seed uint64, kvCount func(string),
+	unsupported func(model string, blockSize int)) *kvPolicy {
 	if kvCount == nil {
 		kvCount = func(string) {}
 	}
-	p.policy = policyKV
 	if unsupported == nil {
 		unsupported = func(string, int) {}
 	}
-	p.kv = &kvPolicy{tracker: tracker, opts: o, rng: rand.New(rand.NewPCG(seed, seed^0x6b76)), count: kvCount,
+	return &kvPolicy{tracker: tracker, opts: o, rng: rand.New(rand.NewPCG(seed, seed^0x6b76)), count: kvCount,
 		overlap: map[kv.Rank]uint32{}, unsupported: unsupported}
-	return p
 }
 
-// SetKVOptions replaces the KV settings (a configuration reload).
-func (p *LoadBased) SetKVOptions(o KVOptions) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.kv != nil {
-		p.kv.opts = o
+// SetKVOptions replaces the KV settings (a configuration reload); a
+// picker without the KV-aware policy ignores it.
+func (s *Scheduler) SetKVOptions(o KVOptions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.policy.(*kvPolicy); ok {
+		k.opts = o
 	}
 }
 
@@ -115,6 +115,10 @@ func (p *LoadBased) SetKVOptions(o KVOptions) {
 // (which sizes make the two hashed must not depend on map order), and
 // looks up every rank's cached prefix.
 func (k *kvPolicy) prepare(req Request, pools *pools) {
+	k.disagg = false
+	for i := range pools.decode {
+		k.disagg = k.disagg || pools.decode[i].w.Role == discovery.RoleDecode
+	}
 	clear(k.overlap)
 	k.sizes = [maxBlockSizes]int{}
 	k.result, k.model = "", req.Model
@@ -176,52 +180,25 @@ func (k *kvPolicy) overlapOf(c *candidate) uint32 {
 	return k.overlap[kv.Rank{Namespace: c.w.Namespace, WorkerID: c.w.InstanceID, DPRank: c.rank}]
 }
 
-// selectKV is selectLocked for the KV-aware policy.
-func (p *LoadBased) selectKV(r *load.Reader, req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
-	k := p.kv
-	cands := p.pools.decode
-	disagg := false
-	for i := range cands {
-		disagg = disagg || cands[i].w.Role == discovery.RoleDecode
-	}
-	k.prepare(req, &p.pools)
-	var di int
-	var reason string
+// choose scores aggregated workers, and prefill workers beside decode
+// workers, with the worker_logit formula; decode workers of a
+// disaggregated pair take the load-only rule unless conditional
+// disaggregation scores them too.
+func (k *kvPolicy) choose(s *Scheduler, phase load.Phase, cands []candidate, req Request) (int, string) {
 	switch {
-	case !disagg:
+	case phase == load.Prefill:
+		return k.chooseKV(s, load.Prefill, cands, req, false)
+	case !k.disagg:
 		// Aggregated: each worker prefills its own requests.
-		di, reason = p.chooseKV(r, load.Decode, cands, req, false)
+		return k.chooseKV(s, load.Decode, cands, req, false)
 	case k.opts.ConditionalDisagg:
-		di, reason = p.chooseKV(r, load.Decode, cands, req, true)
-	default:
-		di, reason = p.choose(r, load.Decode, cands, req)
+		return k.chooseKV(s, load.Decode, cands, req, true)
 	}
-	winner := &cands[di]
-	p.lastNS, p.lastPrefill = winner.w.Namespace, false
-	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool}
-	decodeKey = winner.key()
-	blocks = ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))
-	if winner.w.Role != discovery.RoleDecode {
-		k.countResult(winner)
-		return sel, decodeKey, prefillKey, blocks
-	}
-	pcands := p.pools.prefill[sel.Namespace]
-	if len(pcands) == 0 {
-		k.countResult(winner)
-		return sel, decodeKey, prefillKey, blocks
-	}
-	if k.opts.ConditionalDisagg && p.bypass(r, winner, req) {
-		sel.DecodeReason, sel.PrefillReason, sel.Bypass = ReasonConditionalBypass, ReasonConditionalBypass, true
-		k.count(KVBypass)
-		return sel, decodeKey, prefillKey, blocks
-	}
-	pi, preason := p.chooseKV(r, load.Prefill, pcands, req, false)
-	sel.Prefill, sel.HasPrefill, sel.PrefillReason = pcands[pi].pin(), true, preason
-	p.lastPrefill = true
-	prefillKey = pcands[pi].key()
-	k.countResult(&pcands[pi])
-	return sel, decodeKey, prefillKey, blocks
+	return loadPolicy{}.choose(s, phase, cands, req)
 }
+
+// chosen counts the selection's kv result.
+func (k *kvPolicy) chosen(c *candidate) { k.countResult(c) }
 
 // countResult counts the selection's kv result by the rank it chose.
 func (k *kvPolicy) countResult(c *candidate) {
@@ -252,24 +229,19 @@ func (k *kvPolicy) countResult(c *candidate) {
 // max(0, decode_cost_blocks − credit_blocks). phase is the phase whose
 // backlog decides freshness: Prefill for prefill workers, Decode for
 // aggregated and decode workers.
-func (p *LoadBased) chooseKV(r *load.Reader, phase load.Phase, cands []candidate, req Request, decodeOnly bool) (int, string) {
-	k := p.kv
+func (k *kvPolicy) chooseKV(s *Scheduler, phase load.Phase, cands []candidate, req Request, decodeOnly bool) (int, string) {
+	r := &s.reader
 	o := k.opts
 	isl := float64(req.PromptTokens)
 	anyFresh := false
 	for i := range cands {
 		c := &cands[i]
-		c.ok, c.fresh, c.stalled = false, false, false
 		bs := float64(max(c.w.BlockSize, 1))
 		ov := float64(k.overlapOf(c))
 		credit := o.OverlapScoreCredit * ov
 		sc := r.ScoreRef(c.ref, phase)
-		c.stalled = sc.Stalled
-		switch sc.Kind {
-		case load.Fresh:
-			c.fresh, anyFresh, c.ok = true, true, true
-		case load.Quiet:
-			c.ok = true
+		if c.admit(sc) {
+			anyFresh = true
 		}
 		var prefillTokens, decodeBlocks float64
 		if phase == load.Prefill {
@@ -306,61 +278,37 @@ func (p *LoadBased) chooseKV(r *load.Reader, phase load.Phase, cands []candidate
 			bs := float64(max(c.w.BlockSize, 1))
 			c.cost, c.ok = isl/bs-o.OverlapScoreCredit*float64(k.overlapOf(c)), true
 		}
-		return p.lowest(phase, cands, true)
+		return k.lowest(s, phase, cands, true)
 	}
-	// Stalled ranks sit out while another rank has a cost.
-	costed := false
-	for i := range cands {
-		costed = costed || cands[i].ok && !cands[i].stalled
-	}
-	if costed {
-		for i := range cands {
-			if cands[i].stalled {
-				cands[i].ok = false
-			}
-		}
-	}
-	return p.lowest(phase, cands, false)
+	sitOutStalled(cands)
+	return k.lowest(s, phase, cands, false)
 }
 
 // lowest picks among the ok candidates: the lowest cost with ties on the
 // phase's cursor at temperature 0, else a softmax draw.
-func (p *LoadBased) lowest(phase load.Phase, cands []candidate, stale bool) (int, string) {
-	best := -1
-	for i := range cands {
-		if cands[i].ok && (best < 0 || cands[i].cost < cands[best].cost) {
-			best = i
-		}
+func (k *kvPolicy) lowest(s *Scheduler, phase load.Phase, cands []candidate, stale bool) (int, string) {
+	if cheapest(cands) < 0 {
+		return s.rotateAll(phase, len(cands)), ReasonRoundRobinStale
 	}
-	if best < 0 {
-		return p.rotate(phase, allIndexes(&p.tied, len(cands))), ReasonRoundRobinStale
+	if t := k.opts.Temperature; t > 0 {
+		return k.softmax(cands, t), ReasonKVAware
 	}
-	if t := p.kv.opts.Temperature; t > 0 {
-		return p.softmax(cands, t), ReasonKVAware
+	i, tied, _ := s.lowestCost(phase, cands)
+	if stale && tied > 1 {
+		return i, ReasonRoundRobinStale
 	}
-	tied := p.tied[:0]
-	for i := range cands {
-		if cands[i].ok && cands[i].cost == cands[best].cost {
-			tied = append(tied, i)
-		}
-	}
-	p.tied = tied
-	if stale && len(tied) > 1 {
-		return p.rotate(phase, tied), ReasonRoundRobinStale
-	}
-	return p.rotate(phase, tied), ReasonKVAware
+	return i, ReasonKVAware
 }
 
 // softmax draws a candidate with p_i ∝ exp(−(c_i − c_min) / ((c_max − c_min) × T)),
 // uniformly when every cost is equal.
-func (p *LoadBased) softmax(cands []candidate, t float64) int {
+func (k *kvPolicy) softmax(cands []candidate, t float64) int {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range cands {
 		if cands[i].ok {
 			lo, hi = math.Min(lo, cands[i].cost), math.Max(hi, cands[i].cost)
 		}
 	}
-	k := p.kv
 	k.probs = k.probs[:0]
 	var sum float64
 	for i := range cands {
@@ -389,12 +337,20 @@ func (p *LoadBased) softmax(cands []candidate, t float64) int {
 	return last
 }
 
-// bypass decides whether the chosen decode worker prefills the request
-// itself: few enough prompt tokens are missing from its cache, and, when
-// decode_busy_threshold is set, its projected decode blocks stay within
-// that fraction of its capacity (no sample or no capacity vetoes).
-func (p *LoadBased) bypass(r *load.Reader, c *candidate, req Request) bool {
-	k := p.kv
+// bypass decides, under conditional disaggregation, whether the chosen
+// decode worker prefills the request itself, and counts each bypass.
+func (k *kvPolicy) bypass(s *Scheduler, c *candidate, req Request) bool {
+	if !k.opts.ConditionalDisagg || !k.decodeFits(&s.reader, c, req) {
+		return false
+	}
+	k.count(KVBypass)
+	return true
+}
+
+// decodeFits: few enough prompt tokens are missing from c's cache, and,
+// when decode_busy_threshold is set, its projected decode blocks stay
+// within that fraction of its capacity (no sample or no capacity vetoes).
+func (k *kvPolicy) decodeFits(r *load.Reader, c *candidate, req Request) bool {
 	bs := uint64(max(c.w.BlockSize, 1))
 	cached := min(uint64(k.overlapOf(c))*bs, req.PromptTokens)
 	if req.PromptTokens-cached >= ConditionalBypassBelowTokens {

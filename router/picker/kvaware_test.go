@@ -294,7 +294,7 @@ func TestUnsupportedBlockSizesAreReported(t *testing.T) {
 	p, err := New(NameKV, Deps{Store: f.store, Tracker: f.tracker, KV: DefaultKVOptions(),
 		KVUnsupported: func(model string, bs int) { heard = append(heard, fmt.Sprint(model, "/", bs)) }})
 	require.NoError(t, err)
-	f.picker = p.(*LoadBased)
+	f.picker = p.(*Scheduler)
 	f.pickTokens(tokens(0, 128))
 	require.ElementsMatch(t, []string{"m/64", "m/8"}, heard, "a third size and one below 16")
 }

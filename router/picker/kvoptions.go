@@ -13,11 +13,12 @@ func KVOptionsFrom(k config.KV) KVOptions {
 
 // KVOptions returns the KV settings the picker selects with; ok is false
 // for a picker without the KV-aware policy.
-func (p *LoadBased) KVOptions() (o KVOptions, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.kv == nil {
+func (s *Scheduler) KVOptions() (o KVOptions, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, isKV := s.policy.(*kvPolicy)
+	if !isKV {
 		return KVOptions{}, false
 	}
-	return p.kv.opts, true
+	return k.opts, true
 }

@@ -28,7 +28,7 @@ func TestKVOptionsFromConfig(t *testing.T) {
 	if got, ok := p.KVOptions(); !ok || got != want {
 		t.Fatalf("after SetKVOptions: %+v %v", got, ok)
 	}
-	if _, ok := NewLoadBased(load.NewStore(nil), nil).KVOptions(); ok {
+	if _, ok := NewLoad(load.NewStore(nil), nil).KVOptions(); ok {
 		t.Fatal("the load-based picker has no KV options")
 	}
 }

@@ -29,7 +29,7 @@ type fixture struct {
 	t      *testing.T
 	snap   *discovery.Snapshot
 	store  *load.Store
-	picker *LoadBased
+	picker *Scheduler
 	clk    *clock.Manual
 	counts map[string]int
 	seq    uint64
@@ -40,7 +40,7 @@ func newFixture(t *testing.T, workers ...*discovery.Worker) *fixture {
 	f := &fixture{t: t, snap: &discovery.Snapshot{View: discovery.View{Workers: workers}},
 		store: load.NewStore(nil), clk: clock.NewManual(t0), counts: map[string]int{}}
 	f.store.SetLive(f.snap)
-	f.picker = NewLoadBased(f.store, func(role, reason string) { f.counts[role+"/"+reason]++ })
+	f.picker = NewLoad(f.store, func(role, reason string) { f.counts[role+"/"+reason]++ })
 	return f
 }
 
@@ -247,7 +247,7 @@ func TestHolderSwapsPickers(t *testing.T) {
 	f := newFixture(t, worker("ns", 1, discovery.RoleDecode))
 	h := NewHolder(f.picker)
 	require.Same(t, f.picker, h.Get())
-	other := NewLoadBased(f.store, nil)
+	other := NewLoad(f.store, nil)
 	h.Set(other)
 	require.Same(t, other, h.Get())
 }

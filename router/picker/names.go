@@ -10,14 +10,39 @@ import (
 
 // Picker names, as the simulator, replay and bench commands accept them.
 const (
-	NameLoad       = "load"
-	NameRoundRobin = "round_robin"
-	NameRandom     = "random"
-	NameKV         = "kv"
+	NameLoad          = "load"
+	NameRoundRobin    = "round_robin"
+	NameRandom        = "random"
+	NameKV            = "kv"
+	NameLeastKVBlocks = "least_kv_blocks"
 )
 
+// policies is the registry: every picker New builds, by name, in the order
+// Names lists them. Adding a policy is one entry here.
+var policies = []struct {
+	name  string
+	build func(d Deps) (policy, error)
+}{
+	{NameLoad, func(Deps) (policy, error) { return loadPolicy{}, nil }},
+	{NameRoundRobin, func(Deps) (policy, error) { return roundRobinPolicy{}, nil }},
+	{NameRandom, func(d Deps) (policy, error) { return newRandomPolicy(d.Seed), nil }},
+	{NameKV, func(d Deps) (policy, error) {
+		if d.Tracker == nil {
+			return nil, fmt.Errorf("picker %q needs a KV tracker", NameKV)
+		}
+		return newKVPolicy(d.Tracker, d.KV, d.Seed, d.KVCount, d.KVUnsupported), nil
+	}},
+	{NameLeastKVBlocks, func(Deps) (policy, error) { return leastKVBlocks{}, nil }},
+}
+
 // Names lists the pickers New builds.
-func Names() []string { return []string{NameLoad, NameRoundRobin, NameRandom, NameKV} }
+func Names() []string {
+	names := make([]string, len(policies))
+	for i, p := range policies {
+		names[i] = p.name
+	}
+	return names
+}
 
 // Deps is what New builds a picker from.
 type Deps struct {
@@ -38,18 +63,15 @@ type Deps struct {
 
 // New builds the named picker.
 func New(name string, d Deps) (Picker, error) {
-	switch name {
-	case NameLoad:
-		return NewLoadBased(d.Store, d.Count), nil
-	case NameRoundRobin:
-		return NewRoundRobin(d.Store, d.Count), nil
-	case NameRandom:
-		return NewRandom(d.Store, d.Seed, d.Count), nil
-	case NameKV:
-		if d.Tracker == nil {
-			return nil, fmt.Errorf("picker %q needs a KV tracker", name)
+	for _, p := range policies {
+		if p.name != name {
+			continue
 		}
-		return newKVAware(d.Store, d.Tracker, d.KV, d.Seed, d.Count, d.KVCount, d.KVUnsupported), nil
+		pol, err := p.build(d)
+		if err != nil {
+			return nil, err
+		}
+		return newScheduler(d.Store, d.Count, pol), nil
 	}
 	return nil, fmt.Errorf("unknown picker %q (known: %s)", name, strings.Join(Names(), ", "))
 }

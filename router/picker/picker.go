@@ -110,7 +110,7 @@ type Explainer interface {
 }
 
 // Holder keeps the active picker; it can be replaced at run time (the
-// KV-aware picker replaces the load-based one without touching callers).
+// KV-aware picker replaces the load picker without touching callers).
 type Holder struct {
 	p atomic.Pointer[Picker]
 

@@ -453,7 +453,7 @@ func TestKVReload(t *testing.T) {
 		t.Helper()
 		srv.pickMu.Lock()
 		defer srv.pickMu.Unlock()
-		o, ok := srv.active.(*picker.LoadBased).KVOptions()
+		o, ok := srv.active.(*picker.Scheduler).KVOptions()
 		require.True(t, ok, "the KV-aware picker is active")
 		return o
 	}

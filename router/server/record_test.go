@@ -132,7 +132,7 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 		<-src.applied
 	}
 
-	holder := picker.NewHolder(picker.NewLoadBased(store, nil))
+	holder := picker.NewHolder(picker.NewLoad(store, nil))
 	holder.Wrap(rec.wrap)
 	sink := rec.sink()
 
@@ -310,7 +310,7 @@ func benchCore(b *testing.B, w *recorder.Writer) (*recording, *load.Store, picke
 	reg.Publish(red.View(), time.Now())
 	store := load.NewStore(nil)
 	store.SetLive(reg.Snapshot())
-	var p picker.Picker = picker.NewLoadBased(store, nil)
+	var p picker.Picker = picker.NewLoad(store, nil)
 	rec := newRecording(w, reg, store, kv.NewTracker(nil), clock.Real{})
 	if w != nil {
 		p = rec.wrap(p)
