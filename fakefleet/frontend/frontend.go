@@ -56,9 +56,9 @@ func New(dir Directory, log *slog.Logger) *Frontend {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Frontend{dir: dir, log: log, mux: http.NewServeMux()}
-	f.mux.HandleFunc("POST /v1/chat/completions", f.chat)
-	f.mux.HandleFunc("POST /v1/completions", f.completions)
-	f.mux.HandleFunc("POST /v1/responses", f.responses)
+	f.mux.HandleFunc("POST /v1/chat/completions", handle[chatBody](f))
+	f.mux.HandleFunc("POST /v1/completions", handle[completionBody](f))
+	f.mux.HandleFunc("POST /v1/responses", handle[responsesBody](f))
 	f.mux.HandleFunc("GET /v1/models", f.models)
 	f.mux.HandleFunc("GET /health", f.health)
 	return f

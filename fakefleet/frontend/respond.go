@@ -114,6 +114,14 @@ func (r response) usageChunk(res worker.Result) completion {
 
 func (f *Frontend) buffered(w http.ResponseWriter, r *http.Request, in input, pl plan) {
 	resp := f.newResponse(in)
+	if text, res, ok := f.generateAll(w, r, in, pl); ok {
+		writeJSON(w, http.StatusOK, resp.full(text, res))
+	}
+}
+
+// generateAll runs the request to its end and returns its whole text;
+// false when it failed (and was answered).
+func (f *Frontend) generateAll(w http.ResponseWriter, r *http.Request, in input, pl plan) (string, worker.Result, bool) {
 	var text strings.Builder
 	res, err := f.generate(r.Context(), pl, in, func(s string) error {
 		text.WriteString(s)
@@ -121,9 +129,9 @@ func (f *Frontend) buffered(w http.ResponseWriter, r *http.Request, in input, pl
 	})
 	if err != nil {
 		f.failed(w, r, err)
-		return
+		return "", res, false
 	}
-	writeJSON(w, http.StatusOK, resp.full(text.String(), res))
+	return text.String(), res, true
 }
 
 // failed answers a worker failure, unless the client is gone: then there

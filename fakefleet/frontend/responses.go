@@ -26,20 +26,6 @@ type responsesBody struct {
 	Stream          bool            `json:"stream"`
 }
 
-func (f *Frontend) responses(w http.ResponseWriter, r *http.Request) {
-	var body responsesBody
-	if err := decodeBody(w, r, &body); err != nil {
-		writeError(w, err)
-		return
-	}
-	in, err := body.toInput()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	f.serve(w, r, in)
-}
-
 // toInput sizes the prompt from the instructions and the input's text;
 // max_output_tokens takes max_tokens' defaults and bounds.
 func (b *responsesBody) toInput() (input, *apiError) {
@@ -182,16 +168,9 @@ func (a responseAnswer) final(text string, res worker.Result) responseObject {
 
 func (f *Frontend) bufferedResponse(w http.ResponseWriter, r *http.Request, in input, pl plan) {
 	a := f.newResponseAnswer(in)
-	var text strings.Builder
-	res, err := f.generate(r.Context(), pl, in, func(s string) error {
-		text.WriteString(s)
-		return nil
-	})
-	if err != nil {
-		f.failed(w, r, err)
-		return
+	if text, res, ok := f.generateAll(w, r, in, pl); ok {
+		writeJSON(w, http.StatusOK, a.final(text, res))
 	}
-	writeJSON(w, http.StatusOK, a.final(text.String(), res))
 }
 
 // responseStream writes the Responses event stream of one answer. Every

@@ -21,32 +21,27 @@ type plan struct {
 	prefillRank uint32
 }
 
-func (f *Frontend) chat(w http.ResponseWriter, r *http.Request) {
-	var body chatBody
-	if err := decodeBody(w, r, &body); err != nil {
-		writeError(w, err)
-		return
-	}
-	in, err := body.toInput()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	f.serve(w, r, in)
+// bodyOf is a request body the emulation sizes a prompt from.
+type bodyOf[T any] interface {
+	*T
+	toInput() (input, *apiError)
 }
 
-func (f *Frontend) completions(w http.ResponseWriter, r *http.Request) {
-	var body completionBody
-	if err := decodeBody(w, r, &body); err != nil {
-		writeError(w, err)
-		return
+// handle is an ingress: decode its body, size its prompt, serve it.
+func handle[T any, B bodyOf[T]](f *Frontend) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body := B(new(T))
+		if err := decodeBody(w, r, body); err != nil {
+			writeError(w, err)
+			return
+		}
+		in, err := body.toInput()
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		f.serve(w, r, in)
 	}
-	in, err := body.toInput()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	f.serve(w, r, in)
 }
 
 func (f *Frontend) serve(w http.ResponseWriter, r *http.Request, in input) {
