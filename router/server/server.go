@@ -28,6 +28,7 @@ import (
 	"switchyard/router/admin"
 	"switchyard/router/clock"
 	"switchyard/router/config"
+	"switchyard/router/coreconfig"
 	"switchyard/router/discovery"
 	"switchyard/router/discoverysource"
 	"switchyard/router/discoverysource/etcdsource/embedded"
@@ -272,7 +273,7 @@ func (s *Server) publisherLost(ev events.KVPublisherLost) int {
 // newPicker builds the picker cfg asks for (PickerName).
 func (s *Server) newPicker(cfg *config.Config) picker.Picker {
 	p, err := picker.New(PickerName(cfg), picker.Deps{Store: s.loads, Tracker: s.tracker,
-		KV: picker.KVOptionsFrom(cfg.Dynamo.KV), Seed: s.seed,
+		KV: coreconfig.KVOptions(cfg.Dynamo.KV), Seed: s.seed,
 		Count: s.metrics.Selection.Count, KVCount: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize})
 	if err != nil {
 		panic(err) // both names are known and the tracker is set
@@ -308,7 +309,7 @@ func (s *Server) warnBlockSize(model string, blockSize int) {
 // selection setting reaches the running picker at its next pick.
 func (s *Server) reloadKV(old, cfg *config.Config) {
 	was, is := kvActive(old), kvActive(cfg)
-	ko, kn := picker.KVOptionsFrom(old.Dynamo.KV), picker.KVOptionsFrom(cfg.Dynamo.KV)
+	ko, kn := coreconfig.KVOptions(old.Dynamo.KV), coreconfig.KVOptions(cfg.Dynamo.KV)
 	if s.rec != nil && (was != is || is && !kvOptionsEqual(ko, kn)) {
 		s.log.Warn("KV-aware selection changed while recording: a replay of this recording uses the settings the process started with")
 	}

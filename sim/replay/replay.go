@@ -17,6 +17,7 @@ import (
 
 	"switchyard/recorder"
 	"switchyard/router/config"
+	"switchyard/router/coreconfig"
 	"switchyard/router/events"
 	"switchyard/router/kv"
 	"switchyard/router/picker"
@@ -305,5 +306,5 @@ func paramsOf(info recorder.RunInfo) (params, error) {
 	if err != nil {
 		return params{}, fmt.Errorf("replay: the run's configuration: %w", err)
 	}
-	return params{maxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), kv: picker.KVOptionsFrom(cfg.Dynamo.KV)}, nil
+	return params{maxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), kv: coreconfig.KVOptions(cfg.Dynamo.KV)}, nil
 }

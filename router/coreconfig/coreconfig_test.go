@@ -1,0 +1,24 @@
+package coreconfig
+
+import (
+	"testing"
+
+	"switchyard/router/config"
+	"switchyard/router/picker"
+)
+
+// Every dynamo.kv selection field reaches the picker's options, from the
+// configuration's defaults and from a reload.
+func TestKVOptionsFromConfig(t *testing.T) {
+	def := config.Default().Dynamo.KV
+	if got := KVOptions(def); got != picker.DefaultKVOptions() {
+		t.Fatalf("defaults: %+v, want Dynamo's %+v", got, picker.DefaultKVOptions())
+	}
+	busy := 0.7
+	c := config.KV{OverlapScoreCredit: 0.25, PrefillLoadScale: 2, RouterTemperature: 0.5,
+		ConditionalDisaggregation: config.ConditionalDisaggregation{Enabled: true, DecodeBusyThreshold: &busy}}
+	want := picker.KVOptions{OverlapScoreCredit: 0.25, PrefillLoadScale: 2, Temperature: 0.5, ConditionalDisagg: true, DecodeBusyThreshold: &busy}
+	if got := KVOptions(c); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
