@@ -24,8 +24,8 @@ package recorder
 import (
 	"time"
 
+	"switchyard/router/core"
 	"switchyard/router/events"
-	"switchyard/router/picker"
 )
 
 // Run describes one recorded run. It is written to the runs table.
@@ -39,66 +39,15 @@ type Run struct {
 	Start    time.Time // wall-clock start: metadata only, never used for determinism
 }
 
-// Published: the registry published Generation (Workers workers) and the
-// load store's admission was updated to it.
-type Published struct {
-	At         time.Time
-	Generation uint64
-	Workers    int
-}
-
-// Request is a request as the router received it, before its pick.
-type Request struct {
-	At           time.Time
-	RequestID    uint64
-	Model        string
-	Namespaces   []string
-	PromptTokens uint64
-	MaxTokens    int
-	// Generation is the registry generation the pick used.
-	Generation uint64
-	// Tokens are the prompt's token ids when known (simulated and trace
-	// workloads); nil when not.
-	Tokens  []uint32
-	Session uint64
-	// Route is the ingress route, e.g. "/v1/chat/completions", or "sim".
-	Route string
-}
-
-// Selection is a picker's answer to a request, with the candidates it
-// weighed when the picker can list them.
-type Selection struct {
-	At         time.Time
-	RequestID  uint64
-	OK         bool
-	Sel        picker.Selection
-	Candidates []picker.Candidate
-}
-
-// Ended: the router told the picker that a pinned request ended unserved
-// (picker.Picker.Ended).
-type Ended struct {
-	At        time.Time
-	RequestID uint64
-	Reason    string
-}
-
-// Outcome is how a request ended.
-type Outcome struct {
-	At        time.Time
-	RequestID uint64
-	// Status is one of ok, refused, failed, cancelled, rejected.
-	Status       string
-	Error        string
-	PromptTokens int
-	CachedTokens int
-	OutputTokens int
-	TTFT         time.Duration
-	E2E          time.Duration
-	// ITL is the request's mean inter-token latency; 0 with fewer than
-	// two output tokens.
-	ITL time.Duration
-}
+// The decisions and inputs the core hands its port are recorded as they
+// are: these are the core's output types.
+type (
+	Published = core.Published
+	Request   = core.Request
+	Selection = core.Selection
+	Ended     = core.Ended
+	Outcome   = core.Outcome
+)
 
 // Outcome statuses.
 const (

@@ -14,6 +14,7 @@ import (
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/events"
@@ -355,6 +356,37 @@ func (w *Writer) Ended(e Ended) { w.enqueue(tEnded, e) }
 
 // Outcome records how a request ended.
 func (w *Writer) Outcome(o Outcome) { w.enqueue(tOutcomes, o) }
+
+// Record records one output of the routing core, so a *Writer is the
+// core's port (core.Port). Any other event is taken as a discovery input
+// (Discovery counts and logs one that is not).
+func (w *Writer) Record(out core.Output) {
+	switch o := out.(type) {
+	case core.Published:
+		w.Published(o)
+	case events.LoadConnected:
+		w.LoadConnected(o)
+	case core.LoadApplied:
+		w.LoadMessage(o.Msg, o.Result)
+	case events.KVConnected:
+		w.KVConnected(o.Namespace, o.PublisherID, o.At)
+	case core.KVApplied:
+		w.KVMessage(o.Namespace, o.PublisherID, o.Frames, o.At, o.Result)
+	case core.Request:
+		w.Request(o)
+	case core.Selection:
+		w.Selection(o)
+	case core.Ended:
+		w.Ended(o)
+	case core.Outcome:
+		w.Outcome(o)
+	default:
+		w.Discovery(out)
+	}
+}
+
+// A Writer is the routing core's output port.
+var _ core.Port = (*Writer)(nil)
 
 // Stats counts written and dropped records per table.
 func (w *Writer) Stats() Stats {

@@ -13,6 +13,7 @@ import (
 	"switchyard/fakefleet/publish"
 	"switchyard/fakefleet/registrar"
 	"switchyard/recorder"
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/events"
 	"switchyard/router/picker"
@@ -52,8 +53,9 @@ type Result struct {
 type Options struct {
 	// Picker overrides the scenario's picker when set.
 	Picker string
-	// Tap records the run (a *recorder.Writer); nil records nothing.
-	Tap      Tap
+	// Record receives the core's outputs (a *recorder.Writer records the
+	// run); nil records nothing.
+	Record   core.Port
 	Observer Observer
 	// Source replaces the scenario's workload (replaying recorded requests).
 	Source workload.Source
@@ -76,7 +78,7 @@ type Run struct {
 	sc      *Scenario
 	opts    Options
 	loop    *Loop
-	core    *Core
+	core    *core.Core
 	workers []*worker
 	src     workload.Source
 	// ids draws instance and publisher ids; net draws delays and losses.
@@ -116,13 +118,13 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	if opts.Picker != "" {
 		name = opts.Picker
 	}
-	core, err := NewCore(CoreOptions{Picker: name, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
-		KV:  sc.Router.KV.Options(),
-		Tap: opts.Tap, Log: opts.Log})
+	c, err := core.New(core.Options{Picker: name, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
+		KV:   sc.Router.KV.Options(),
+		Port: opts.Record, Log: opts.Log})
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: core, inflight: map[uint64]*request{},
+	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: c, inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
 		namespaces: []string{sc.Namespace}, kvEnabled: name == picker.NameKV}
 	for gi := range sc.Fleet {
@@ -140,7 +142,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 func PickerSeed(seed uint64) uint64 { return seed ^ 0x7069636b }
 
 // Core is the run's routing core.
-func (r *Run) Core() *Core { return r.core }
+func (r *Run) Core() *core.Core { return r.core }
 
 // Execute runs the scenario to its end and reports what happened.
 func (r *Run) Execute() (Summary, error) {
@@ -300,7 +302,7 @@ func (r *Run) arrive(wr workload.Request, now time.Time) {
 	if r.opts.Observer != nil {
 		r.opts.Observer.Arrived(&wr, r.blockSize)
 	}
-	sel, ok := r.core.Pick(Arrival{Req: q.pr, Session: wr.Session})
+	sel, ok := r.core.Pick(core.Arrival{Req: q.pr, Session: wr.Session})
 	if !ok {
 		q.finish(now, "refused", "no worker serves the model")
 		return

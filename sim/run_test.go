@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"switchyard/recorder"
+	"switchyard/router/core"
 	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/sim/workload"
@@ -54,6 +55,33 @@ func (t *textTap) KVConnected(ns string, id uint64, at time.Time) {
 func (t *textTap) KVMessage(ns string, id uint64, frames [][]byte, at time.Time, res string) {
 	t.line("kv", fmt.Sprintf("%v %s %x %s", at, ns, frames, res))
 }
+
+// Record renders each core output as the line of its kind.
+func (t *textTap) Record(out core.Output) {
+	switch o := out.(type) {
+	case core.Published:
+		t.Published(o)
+	case events.LoadConnected:
+		t.LoadConnected(o)
+	case core.LoadApplied:
+		t.LoadMessage(o.Msg, o.Result)
+	case events.KVConnected:
+		t.KVConnected(o.Namespace, o.PublisherID, o.At)
+	case core.KVApplied:
+		t.KVMessage(o.Namespace, o.PublisherID, o.Frames, o.At, o.Result)
+	case core.Request:
+		t.Request(o)
+	case core.Selection:
+		t.Selection(o)
+	case core.Ended:
+		t.Ended(o)
+	case core.Outcome:
+		t.Outcome(o)
+	default:
+		t.Discovery(out)
+	}
+}
+
 func (t *textTap) sum() string { return fmt.Sprintf("%x", t.h.Sum(nil)) }
 
 func scenario(t *testing.T, src string) *Scenario {
@@ -68,7 +96,7 @@ func scenario(t *testing.T, src string) *Scenario {
 func execute(t *testing.T, sc *Scenario, opts Options) (Summary, *textTap) {
 	t.Helper()
 	tap := newTextTap()
-	opts.Tap = tap
+	opts.Record = tap
 	r, err := New(sc, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -176,11 +204,11 @@ workload:
 faults:
   - {at: 1s, worker: 0, kind: kill}
 `)
-	r, err := New(sc, Options{Tap: newTextTap()})
+	r, err := New(sc, Options{Record: newTextTap()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap := r.opts.Tap.(*textTap)
+	tap := r.opts.Record.(*textTap)
 	s, err := r.Execute()
 	if err != nil {
 		t.Fatal(err)
@@ -274,11 +302,11 @@ workload:
 faults:
   - {at: 1s, worker: 0, kind: stall}
 `)
-	r, err := New(sc, Options{Tap: newTextTap()})
+	r, err := New(sc, Options{Record: newTextTap()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap := r.opts.Tap.(*textTap)
+	tap := r.opts.Record.(*textTap)
 	if _, err := r.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +351,11 @@ faults:
   - {at: 3s, worker: 0, kind: recover}
   - {at: 4s, worker: 1, kind: slow, factor: 4}
 `)
-	r, err := New(sc, Options{Tap: newTextTap()})
+	r, err := New(sc, Options{Record: newTextTap()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap := r.opts.Tap.(*textTap)
+	tap := r.opts.Record.(*textTap)
 	s, err := r.Execute()
 	if err != nil {
 		t.Fatal(err)
@@ -404,6 +432,14 @@ type fewestBlocksTap struct {
 	byLoad int
 }
 
+func (f *fewestBlocksTap) Record(out core.Output) {
+	if s, ok := out.(core.Selection); ok {
+		f.Selection(s)
+		return
+	}
+	f.textTap.Record(out)
+}
+
 func (f *fewestBlocksTap) Selection(s recorder.Selection) {
 	f.textTap.Selection(s)
 	if s.Sel.DecodeReason != "load" {
@@ -425,7 +461,7 @@ func (f *fewestBlocksTap) Selection(s recorder.Selection) {
 func TestScenarioNamesTheExamplePolicy(t *testing.T) {
 	sc := scenario(t, "picker: least_kv_blocks\n"+aggScenario)
 	tap := &fewestBlocksTap{textTap: newTextTap(), t: t}
-	r, err := New(sc, Options{Tap: tap})
+	r, err := New(sc, Options{Record: tap})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"switchyard/internal/progress"
 	"switchyard/recorder"
+	"switchyard/router/core"
 	"switchyard/sim"
 	"switchyard/sim/stats"
 )
@@ -102,7 +103,7 @@ type coreCounts struct {
 	KVSelections map[string]uint64 `json:"kv_selections,omitempty"`
 }
 
-func countsOf(c *sim.Core) coreCounts {
+func countsOf(c *core.Core) coreCounts {
 	out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: c.KVResults(), Selections: c.Reasons(),
 		KVSelections: c.KVSelections()}
 	for r, n := range c.LoadResults() {
@@ -113,7 +114,7 @@ func countsOf(c *sim.Core) coreCounts {
 
 // simulate runs one scenario, optionally recording it, and summarises it.
 func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
-	var tap sim.Tap
+	var port core.Port
 	var w *recorder.Writer
 	if o.record != "" {
 		var err error
@@ -122,9 +123,9 @@ func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		tap = w
+		port = w
 		if o.noTokens {
-			tap = sim.WithoutTokens(w)
+			port = core.WithoutTokens(w)
 		}
 	}
 	col := stats.NewCollector(stats.SLO{TTFT: sc.SLO.TTFT.Std(), ITL: sc.SLO.ITL.Std()})
@@ -134,7 +135,7 @@ func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
 		bar = progress.New(o.progress, int64(sc.ExpectedRequests()), "simulating "+sc.Picker)
 	}
 	last := 0
-	run, err := sim.New(sc, sim.Options{Tap: tap, Log: o.log, Observer: sim.Collect(col), Progress: func(n int) {
+	run, err := sim.New(sc, sim.Options{Record: port, Log: o.log, Observer: sim.Collect(col), Progress: func(n int) {
 		if bar != nil {
 			bar.Add(int64(n - last))
 		}

@@ -189,7 +189,7 @@ workload:
 	w, err := recorder.Create(path, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Version: "test",
 		Picker: sc.Picker, Start: time.Now()}, recorder.Options{Block: true})
 	require.NoError(t, err)
-	r, err := sim.New(sc, sim.Options{Tap: w})
+	r, err := sim.New(sc, sim.Options{Record: w})
 	require.NoError(t, err)
 	_, err = r.Execute()
 	require.NoError(t, err)

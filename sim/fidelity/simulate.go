@@ -74,7 +74,7 @@ func Resimulate(path string, liveRun int64, o SimOptions) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := sim.New(sc, sim.Options{Tap: w, Source: res.Source()})
+	r, err := sim.New(sc, sim.Options{Record: w, Source: res.Source()})
 	if err != nil {
 		_, _ = w.Close()
 		return 0, err

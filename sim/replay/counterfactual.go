@@ -10,6 +10,7 @@ import (
 
 	"switchyard/fakefleet/engineworker"
 	"switchyard/recorder"
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/events"
 	"switchyard/sim"
@@ -118,7 +119,7 @@ func collect(rd *recorder.Reader, runID int64) ([]recorder.Request, []recorder.O
 	var reqs []recorder.Request
 	var outs []recorder.Outcome
 	pins := make(map[uint64]pin)
-	core, err := sim.NewCore(sim.CoreOptions{Picker: "round_robin"})
+	rc, err := core.New(core.Options{Picker: "round_robin"})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -133,13 +134,13 @@ func collect(rd *recorder.Reader, runID int64) ([]recorder.Request, []recorder.O
 				pins[v.RequestID] = pin{worker: fmt.Sprintf("%d/%d", v.Sel.Decode.WorkerID, v.Sel.Decode.DPRank), reason: v.Sel.DecodeReason}
 			}
 		case events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync, events.DiscoveryPrune, events.DiscoveryReset:
-			core.ApplyDiscovery(v.(events.Event))
+			rc.ApplyDiscovery(v.(events.Event))
 		case recorder.Published:
-			core.Publish(v.At)
+			rc.Publish(v.At)
 		}
 		return nil
 	})
-	return reqs, outs, pins, core.Snapshot().Workers, err
+	return reqs, outs, pins, rc.Snapshot().Workers, err
 }
 
 // scenarioOf is the scenario to re-simulate: a simulated run's own, or

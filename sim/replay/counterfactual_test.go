@@ -36,7 +36,7 @@ func recordWithStats(t *testing.T, src string) (string, stats.Summary) {
 		t.Fatal(err)
 	}
 	col := stats.NewCollector(stats.SLO{TTFT: sc.SLO.TTFT.Std(), ITL: sc.SLO.ITL.Std()})
-	r, err := sim.New(sc, sim.Options{Tap: w, Observer: sim.Collect(col)})
+	r, err := sim.New(sc, sim.Options{Record: w, Observer: sim.Collect(col)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"switchyard/recorder"
 	"switchyard/router/config"
+	"switchyard/router/core"
 	"switchyard/router/coreconfig"
 	"switchyard/router/events"
 	"switchyard/router/kv"
@@ -143,7 +144,7 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 	if info.Kind == "live" {
 		seed = info.Seed
 	}
-	core, err := sim.NewCore(sim.CoreOptions{Picker: pickerName, Seed: seed, MaxStaleness: params.maxStaleness,
+	rc, err := core.New(core.Options{Picker: pickerName, Seed: seed, MaxStaleness: params.maxStaleness,
 		KV: params.kv})
 	if err != nil {
 		return nil, err
@@ -160,42 +161,42 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 		switch v := e.Value.(type) {
 		case events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync, events.DiscoveryPrune, events.DiscoveryReset:
 			rep.Inputs++
-			core.ApplyDiscovery(v.(events.Event))
+			rc.ApplyDiscovery(v.(events.Event))
 		case recorder.Published:
 			rep.Inputs++
-			if gen := core.Publish(v.At); gen != v.Generation {
+			if gen := rc.Publish(v.At); gen != v.Generation {
 				rep.GenerationMismatches++
 			}
 		case events.LoadConnected:
 			rep.Inputs++
-			core.LoadConnected(v)
+			rc.LoadConnected(v)
 		case events.KVConnected:
 			rep.Inputs++
-			core.KVConnected(v)
+			rc.KVConnected(v)
 		case recorder.KVMessage:
 			rep.Inputs++
 			if v.Frames == nil && v.Result == kv.PublisherLostResult {
 				// A lost publisher, recorded only when it cleared ranks.
-				if core.KVPublisherLost(events.KVPublisherLost{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID}) == 0 {
+				if rc.KVPublisherLost(events.KVPublisherLost{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID}) == 0 {
 					rep.KVResultMismatches++
 				}
 				break
 			}
 			ev := v.KVMessage
-			if res := core.KVMessage(&ev); res != v.Result {
+			if res := rc.KVMessage(&ev); res != v.Result {
 				rep.KVResultMismatches++
 			}
 		case recorder.LoadMessage:
 			rep.Inputs++
 			ev := v.LoadMessage
-			if res := core.LoadMessage(&ev); res.String() != v.Result {
+			if res := rc.LoadMessage(&ev); res.String() != v.Result {
 				rep.LoadResultMismatches++
 			}
 		case recorder.Request:
 			rep.Inputs++
 			req := picker.Request{ID: v.RequestID, Model: v.Model, Namespaces: v.Namespaces, PromptTokens: v.PromptTokens,
 				Tokens: v.Tokens, MaxTokens: v.MaxTokens, Route: v.Route, Now: v.At}
-			sel, ok := core.Pick(sim.Arrival{Req: req})
+			sel, ok := rc.Pick(core.Arrival{Req: req})
 			pending[v.RequestID] = pick{req: req, sel: sel, ok: ok}
 		case recorder.Selection:
 			p, found := pending[v.RequestID]
@@ -206,7 +207,7 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 		case recorder.Ended:
 			rep.Inputs++
 			if p, ok := pending[v.RequestID]; ok && p.ok {
-				core.Ended(p.req, p.sel, v.At, v.Reason)
+				rc.Ended(p.req, p.sel, v.At, v.Reason)
 			}
 		case recorder.Outcome:
 			delete(pending, v.RequestID)

@@ -43,7 +43,7 @@ func record(t *testing.T, src string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := sim.New(sc, sim.Options{Tap: w})
+	r, err := sim.New(sc, sim.Options{Record: w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestReplayRefusesARecordingNeverClosedUnlessAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = w.Close() })
-	r, err := sim.New(sc, sim.Options{Tap: w})
+	r, err := sim.New(sc, sim.Options{Record: w})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,15 @@
-package sim
+// Package core is the routing core: the discovery reducer and registry,
+// the load store, the KV tracker and a picker, fed events and asked for
+// picks, with no sockets, goroutines or wall clock of its own. Hosts drive
+// it (the simulator, replay) and every input it applies and decision it
+// makes leaves through one output Port.
+package core
 
 import (
 	"io"
 	"log/slog"
 	"time"
 
-	"switchyard/recorder"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/events"
@@ -13,21 +17,6 @@ import (
 	"switchyard/router/load"
 	"switchyard/router/picker"
 )
-
-// Tap receives every input the core applies and every decision it makes,
-// in order. *recorder.Writer implements it; nil records nothing.
-type Tap interface {
-	Discovery(ev events.Event)
-	Published(p recorder.Published)
-	LoadConnected(ev events.LoadConnected)
-	LoadMessage(ev *events.LoadMessage, result envelope.Result)
-	KVConnected(namespace string, publisherID uint64, at time.Time)
-	KVMessage(namespace string, publisherID uint64, frames [][]byte, at time.Time, result string)
-	Request(r recorder.Request)
-	Selection(s recorder.Selection)
-	Ended(e recorder.Ended)
-	Outcome(o recorder.Outcome)
-}
 
 // Core is the production routing core assembled for one single-threaded
 // run: the discovery reducer and registry, the load store and a picker,
@@ -42,7 +31,7 @@ type Core struct {
 	kv       *kv.Tracker
 	picker   picker.Picker
 	explain  picker.Explainer
-	tap      Tap
+	port     Port
 
 	loadResults map[envelope.Result]uint64
 	kvResults   map[string]uint64
@@ -51,23 +40,24 @@ type Core struct {
 	cands       []picker.Candidate
 }
 
-// CoreOptions configure a core.
-type CoreOptions struct {
+// Options configure a core.
+type Options struct {
 	Picker       string
 	Seed         uint64 // the random picker's seed
 	MaxStaleness time.Duration
 	KV           picker.KVOptions
-	Tap          Tap
-	Log          *slog.Logger
+	// Port receives every output in order; nil records nothing.
+	Port Port
+	Log  *slog.Logger
 }
 
-// NewCore assembles a core.
-func NewCore(o CoreOptions) (*Core, error) {
+// New assembles a core.
+func New(o Options) (*Core, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Core{registry: discovery.NewRegistry(), tap: o.Tap, loadResults: map[envelope.Result]uint64{},
+	c := &Core{registry: discovery.NewRegistry(), port: o.Port, loadResults: map[envelope.Result]uint64{},
 		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{}}
 	c.reducer = discovery.NewReducer(log, nil)
 	c.store = load.NewStore(func(r envelope.Result) { c.loadResults[r]++ })
@@ -107,9 +97,7 @@ func (c *Core) Reasons() map[string]uint64 { return c.reasons }
 // ApplyDiscovery folds one discovery event into the reducer; the registry
 // does not move until Publish.
 func (c *Core) ApplyDiscovery(ev events.Event) {
-	if c.tap != nil {
-		c.tap.Discovery(ev)
-	}
+	c.record(ev)
 	c.reducer.Apply(ev)
 }
 
@@ -122,9 +110,7 @@ func (c *Core) Publish(at time.Time) uint64 {
 		snap := c.registry.Snapshot()
 		c.store.SetLive(snap)
 		c.kv.SetLive(snap)
-		if c.tap != nil {
-			c.tap.Published(recorder.Published{At: at, Generation: gen, Workers: len(snap.Workers)})
-		}
+		c.record(Published{At: at, Generation: gen, Workers: len(snap.Workers)})
 	}
 	return gen
 }
@@ -142,34 +128,26 @@ func (c *Core) Discovery(batch []events.Event) {
 
 // LoadConnected reports a (re)connected kv_metrics subscription.
 func (c *Core) LoadConnected(ev events.LoadConnected) {
-	if c.tap != nil {
-		c.tap.LoadConnected(ev)
-	}
+	c.record(ev)
 	c.store.Connected(ev)
 }
 
 // LoadMessage applies one kv_metrics message.
 func (c *Core) LoadMessage(ev *events.LoadMessage) envelope.Result {
 	res := c.store.Apply(ev)
-	if c.tap != nil {
-		c.tap.LoadMessage(ev, res)
-	}
+	c.record(LoadApplied{Msg: ev, Result: res})
 	return res
 }
 
 // KVConnected reports a (re)connected kv-events subscription.
 func (c *Core) KVConnected(ev events.KVConnected) {
-	if c.tap != nil {
-		c.tap.KVConnected(ev.Namespace, ev.PublisherID, ev.At)
-	}
+	c.record(ev)
 }
 
 // KVMessage applies one kv-events message to the KV index.
 func (c *Core) KVMessage(ev *events.KVMessage) string {
 	res := c.kv.Apply(ev)
-	if c.tap != nil {
-		c.tap.KVMessage(ev.Namespace, ev.PublisherID, ev.Frames, ev.At, res)
-	}
+	c.record(KVApplied{At: ev.At, Namespace: ev.Namespace, PublisherID: ev.PublisherID, Frames: ev.Frames, Result: res})
 	return res
 }
 
@@ -179,8 +157,8 @@ func (c *Core) KVMessage(ev *events.KVMessage) string {
 // kv-events row without frames and with result kv.PublisherLostResult.
 func (c *Core) KVPublisherLost(ev events.KVPublisherLost) int {
 	n := c.kv.PublisherLost(ev)
-	if n > 0 && c.tap != nil {
-		c.tap.KVMessage(ev.Namespace, ev.PublisherID, nil, ev.At, kv.PublisherLostResult)
+	if n > 0 {
+		c.record(KVApplied{At: ev.At, Namespace: ev.Namespace, PublisherID: ev.PublisherID, Result: kv.PublisherLostResult})
 	}
 	return n
 }
@@ -195,44 +173,34 @@ type Arrival struct {
 // with its candidates.
 func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
 	snap := c.registry.Snapshot()
-	if c.tap != nil {
-		c.tap.Request(recorder.Request{At: a.Req.Now, RequestID: a.Req.ID, Model: a.Req.Model, Namespaces: a.Req.Namespaces,
+	if c.port != nil {
+		c.port.Record(Request{At: a.Req.Now, RequestID: a.Req.ID, Model: a.Req.Model, Namespaces: a.Req.Namespaces,
 			PromptTokens: a.Req.PromptTokens, MaxTokens: a.Req.MaxTokens, Generation: snap.Generation, Tokens: a.Req.Tokens,
 			Session: a.Session, Route: a.Req.Route})
 	}
 	sel, ok := c.picker.Pick(a.Req, snap)
-	if c.tap != nil {
+	if c.port != nil {
 		c.cands = c.cands[:0]
 		if ok && c.explain != nil {
 			c.cands = c.explain.Candidates(c.cands)
 		}
-		c.tap.Selection(recorder.Selection{At: a.Req.Now, RequestID: a.Req.ID, OK: ok, Sel: sel, Candidates: c.cands})
+		c.port.Record(Selection{At: a.Req.Now, RequestID: a.Req.ID, OK: ok, Sel: sel, Candidates: c.cands})
 	}
 	return sel, ok
 }
 
 // Ended tells the picker a pinned request ended unserved.
 func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
-	if c.tap != nil {
-		c.tap.Ended(recorder.Ended{At: at, RequestID: req.ID, Reason: reason})
-	}
+	c.record(Ended{At: at, RequestID: req.ID, Reason: reason})
 	c.picker.Ended(req, sel)
 }
 
 // Outcome records how a request ended; the core itself does not use it.
-func (c *Core) Outcome(o recorder.Outcome) {
-	if c.tap != nil {
-		c.tap.Outcome(o)
+func (c *Core) Outcome(o Outcome) { c.record(o) }
+
+// record hands one output to the port, if there is one.
+func (c *Core) record(out Output) {
+	if c.port != nil {
+		c.port.Record(out)
 	}
-}
-
-// WithoutTokens wraps a tap so requests are recorded without their token
-// ids: a Mooncake-length prompt is about 48 KiB of ids.
-func WithoutTokens(t Tap) Tap { return noTokens{t} }
-
-type noTokens struct{ Tap }
-
-func (n noTokens) Request(r recorder.Request) {
-	r.Tokens = nil
-	n.Tap.Request(r)
 }
