@@ -20,16 +20,7 @@ func refusedCount(f *fixture, reason string) float64 {
 // 503 with Retry-After, in its route's dialect, before its body is read;
 // once one ends, requests are taken again.
 func TestMaxInFlight(t *testing.T) {
-	vllm := newUpstream(t, "vllm")
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	vllm.setRespond(func(w http.ResponseWriter, r *http.Request, body []byte) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
-		<-release
-		answer(w, r, body, "slow")
-	})
+	vllm, arrived, release := heldUpstream(t)
 	cfg := dynamoConfig(nil, backendFor(vllm, plainModel))
 	cfg.Gateway.MaxInFlight = 1
 	f := newFixture(t, cfg, nil)
@@ -88,16 +79,7 @@ func TestRefusedBodiesAreCounted(t *testing.T) {
 // body that does not fit beside the ones held is refused with 503, and
 // the bytes come back when the holder's answer ends.
 func TestBufferedBodyBudget(t *testing.T) {
-	vllm := newUpstream(t, "vllm")
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	vllm.setRespond(func(w http.ResponseWriter, r *http.Request, body []byte) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
-		<-release
-		answer(w, r, body, "slow")
-	})
+	vllm, arrived, release := heldUpstream(t)
 	cfg := dynamoConfig(nil, backendFor(vllm, plainModel))
 	cfg.Gateway.MaxBodyBytes = 32 << 10
 	cfg.Gateway.MaxBufferedBodyBytes = 48 << 10
@@ -122,4 +104,20 @@ func TestBufferedBodyBudget(t *testing.T) {
 	resp, body = f.post(pathChat, big, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the first body's bytes came back: %s", body)
 	assert.Zero(t, f.gw.bodies.held.Load(), "every byte given back")
+}
+
+// heldUpstream answers nothing until release is closed; arrived hears of
+// the first request to reach it.
+func heldUpstream(t *testing.T) (up *upstream, arrived, release chan struct{}) {
+	up = newUpstream(t, "vllm")
+	arrived, release = make(chan struct{}, 1), make(chan struct{})
+	up.setRespond(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		answer(w, r, body, "slow")
+	})
+	return up, arrived, release
 }

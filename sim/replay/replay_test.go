@@ -33,26 +33,7 @@ faults:
 // record simulates the scenario into a recording on disk.
 func record(t *testing.T, src string) string {
 	t.Helper()
-	sc, err := sim.ParseScenario([]byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "run.db")
-	w, err := recorder.Create(path, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Picker: sc.Picker, Start: time.Now()},
-		recorder.Options{Block: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sim.New(sc, sim.Options{Record: w})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := recordWithStats(t, src)
 	return path
 }
 
