@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/fakefleet/wire"
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/events"
@@ -59,6 +60,8 @@ func feed(w *Writer, v any) {
 		w.KVConnected(v.Namespace, v.PublisherID, v.At)
 	case KVMessage:
 		w.KVMessage(v.Namespace, v.PublisherID, v.Frames, v.At, v.Result)
+	case events.KVSubscribed, events.KVDisconnected, events.KVUnsubscribed, events.Tick, ConfigChanged:
+		w.Record(v.(events.Event))
 	case Request:
 		w.Request(v)
 	case Selection:
@@ -95,6 +98,7 @@ func sample() []any {
 	cands[2].Cost = math.Inf(1)
 	cands[3].Cost = math.Inf(-1)
 	cands[4].Cost = 1e300
+	busy := 0.75
 	return []any{
 		events.DiscoveryReset{At: at(0)},
 		events.DiscoveryResync{At: at(1), Namespace: "dynamo", Records: resync, Revision: 88},
@@ -115,6 +119,14 @@ func sample() []any {
 		LoadMessage{LoadMessage: events.LoadMessage{At: at(9), Namespace: "dynamo", PublisherID: 5}, Result: "malformed"},
 		events.KVConnected{At: at(10), Namespace: "dynamo", PublisherID: bigPID - 1},
 		KVMessage{KVMessage: events.KVMessage{At: at(11), Namespace: "dynamo", PublisherID: 9, Frames: kv}, Result: "applied"},
+		events.KVSubscribed{At: at(10), Namespace: "dynamo", PublisherID: bigPID},
+		events.KVDisconnected{At: at(11), Namespace: "dynamo", PublisherID: bigPID - 1},
+		events.Tick{At: at(11)},
+		KVMessage{KVMessage: events.KVMessage{At: at(11), Namespace: "dynamo", PublisherID: bigPID - 1}, Result: "publisher_lost"},
+		events.KVUnsubscribed{At: at(11), Namespace: "dynamo", PublisherID: bigPID},
+		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "kv", MaxStaleness: 5 * time.Second, KVStaleAfter: time.Minute,
+			KV: picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 8, Temperature: 0.25, ConditionalDisagg: true, DecodeBusyThreshold: &busy}}},
+		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "load"}},
 		Request{At: at(12), RequestID: 1<<63 + 100, Model: "m", Namespaces: []string{"dynamo", "other"}, PromptTokens: 4000,
 			MaxTokens: 256, Generation: 1<<63 + 1, Tokens: []uint32{0, 1, 1<<32 - 1, 42}, Session: 1<<64 - 1, Route: "sim"},
 		Request{At: at(13), RequestID: 2, Model: "m", Namespaces: []string{}, Tokens: []uint32{}, Route: "/v1/chat/completions"},

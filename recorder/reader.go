@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -174,6 +175,15 @@ func (r *Reader) Entries(runID int64, fn func(Entry) error) error {
 		{"ended", `SELECT seq, at_ns, request_id, reason FROM ended WHERE run_id = ? ORDER BY seq`, scanEnded},
 		{"outcomes", outcomesQuery, scanOutcome},
 	}
+	if r.version >= 3 {
+		specs = append(specs, []struct {
+			name, query string
+			scan        func(*sql.Rows) (Entry, error)
+		}{
+			{"ticks", `SELECT seq, at_ns FROM ticks WHERE run_id = ? ORDER BY seq`, scanTick},
+			{"config_changes", `SELECT seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv FROM config_changes WHERE run_id = ? ORDER BY seq`, scanConfigChange},
+		}...)
+	}
 	cursors := make([]*cursor, 0, len(specs))
 	defer func() {
 		for _, c := range cursors {
@@ -328,7 +338,7 @@ func scanPublished(rows *sql.Rows) (Entry, error) {
 type frameRow struct {
 	seq         int64
 	at          time.Time
-	connected   bool
+	kind        string // a session kind, or "" for a message
 	namespace   string
 	publisherID uint64
 	frames      [][]byte
@@ -349,8 +359,8 @@ func scanFrameRow(rows *sql.Rows) (frameRow, error) {
 	}
 	f.at, f.publisherID, f.result = fromNS(at), i2u(pid), result.String
 	switch kind {
-	case "connected":
-		f.connected = true
+	case kindSubscribed, kindConnected, kindDisconnected, kindUnsubscribed:
+		f.kind = kind
 	case "message":
 		if blob != nil { // a frames BLOB is never empty: it starts with the count
 			frames, err := DecodeFrames(blob)
@@ -371,10 +381,13 @@ func scanLoad(rows *sql.Rows) (Entry, error) {
 		return Entry{}, err
 	}
 	e := Entry{Seq: i2u(f.seq), At: f.at}
-	if f.connected {
-		e.Value = events.LoadConnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
-	} else {
+	switch f.kind {
+	case "":
 		e.Value = LoadMessage{LoadMessage: events.LoadMessage{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID, Frames: f.frames}, Result: f.result}
+	case kindConnected:
+		e.Value = events.LoadConnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
+	default:
+		return e, seqErr(f.seq, fmt.Errorf("kind %q is not a kv_metrics row", f.kind))
 	}
 	return e, nil
 }
@@ -385,9 +398,16 @@ func scanKV(rows *sql.Rows) (Entry, error) {
 		return Entry{}, err
 	}
 	e := Entry{Seq: i2u(f.seq), At: f.at}
-	if f.connected {
+	switch f.kind {
+	case kindSubscribed:
+		e.Value = events.KVSubscribed{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
+	case kindConnected:
 		e.Value = events.KVConnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
-	} else {
+	case kindDisconnected:
+		e.Value = events.KVDisconnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
+	case kindUnsubscribed:
+		e.Value = events.KVUnsubscribed{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
+	default:
 		e.Value = KVMessage{KVMessage: events.KVMessage{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID, Frames: f.frames},
 			Result: f.result}
 	}
@@ -464,4 +484,33 @@ func scanOutcome(rows *sql.Rows) (Entry, error) {
 	o.At, o.RequestID = fromNS(at), i2u(id)
 	o.TTFT, o.E2E, o.ITL = time.Duration(ttft), time.Duration(e2e), time.Duration(itl)
 	return Entry{Seq: i2u(seq), At: o.At, Value: o}, nil
+}
+
+func scanTick(rows *sql.Rows) (Entry, error) {
+	var (
+		seq int64
+		at  sql.NullInt64
+	)
+	if err := rows.Scan(&seq, &at); err != nil {
+		return Entry{}, err
+	}
+	t := events.Tick{At: fromNS(at)}
+	return Entry{Seq: i2u(seq), At: t.At, Value: t}, nil
+}
+
+func scanConfigChange(rows *sql.Rows) (Entry, error) {
+	var (
+		seq, staleness, staleAfter int64
+		at                         sql.NullInt64
+		name, kvJSON               string
+	)
+	if err := rows.Scan(&seq, &at, &name, &staleness, &staleAfter, &kvJSON); err != nil {
+		return Entry{}, err
+	}
+	c := ConfigChanged{At: fromNS(at)}
+	c.Picker, c.MaxStaleness, c.KVStaleAfter = name, time.Duration(staleness), time.Duration(staleAfter)
+	if err := json.Unmarshal([]byte(kvJSON), &c.KV); err != nil {
+		return Entry{}, seqErr(seq, fmt.Errorf("config_changes.kv: %w", err))
+	}
+	return Entry{Seq: i2u(seq), At: c.At, Value: c}, nil
 }

@@ -47,6 +47,8 @@ type (
 	Selection = core.Selection
 	Ended     = core.Ended
 	Outcome   = core.Outcome
+	// ConfigChanged is a configuration change the core applied.
+	ConfigChanged = core.ConfigChanged
 )
 
 // Outcome statuses.
@@ -103,8 +105,10 @@ type RunInfo struct {
 // Entry is one record of a run. Value is exactly one of
 // events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync,
 // events.DiscoveryPrune, events.DiscoveryReset, Published,
-// events.LoadConnected, LoadMessage, events.KVConnected, KVMessage, Request,
-// Selection, Ended, Outcome.
+// events.LoadConnected, LoadMessage, events.KVSubscribed,
+// events.KVConnected, events.KVDisconnected, events.KVUnsubscribed,
+// KVMessage, events.Tick, ConfigChanged, Request, Selection, Ended,
+// Outcome.
 type Entry struct {
 	Seq   uint64
 	At    time.Time

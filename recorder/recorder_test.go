@@ -49,8 +49,8 @@ func TestRoundTripEveryKind(t *testing.T) {
 	require.NotNil(t, got[2].Value.(events.DiscoveryResync).Records)
 	require.Nil(t, got[5].Value.(events.DiscoveryPut).Value)
 	require.NotNil(t, got[6].Value.(events.DiscoveryPut).Value)
-	require.Nil(t, got[21].Value.(Request).Tokens)
-	require.NotNil(t, got[20].Value.(Request).Tokens)
+	require.Nil(t, got[28].Value.(Request).Tokens)
+	require.NotNil(t, got[27].Value.(Request).Tokens)
 	require.Nil(t, got[16].Value.(LoadMessage).Frames)
 	require.NotNil(t, got[15].Value.(LoadMessage).Frames)
 	require.True(t, got[len(got)-1].At.IsZero())
@@ -107,7 +107,8 @@ func TestSeqOrderAcrossTables(t *testing.T) {
 		"discovery.put", "discovery.put", "discovery.put", "discovery.delete",
 		"discovery.prune", "discovery.prune", "discovery.prune", "published",
 		"load.connected", "load.message", "load.message", "load.message", "load.message",
-		"kv.connected", "kv.message", "request", "request", "request",
+		"kv.connected", "kv.message", "kv.subscribed", "kv.disconnected", "tick", "kv.message", "kv.unsubscribed",
+		"config_changed", "config_changed", "request", "request", "request",
 		"selection", "selection", "selection", "ended", "outcome", "outcome", "outcome"}
 	require.Equal(t, want, kinds)
 
@@ -303,13 +304,13 @@ func TestSchemaVersionRefused(t *testing.T) {
 	w := mustCreate(t, path, simRun(base), Options{})
 	_, err := w.Close()
 	require.NoError(t, err)
-	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '3' WHERE key = 'schema_version'`)
+	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '4' WHERE key = 'schema_version'`)
 	require.NoError(t, err)
 
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "3"`)
+	require.ErrorContains(t, err, `schema version "4"`)
 	_, err = Open(path)
-	require.ErrorContains(t, err, `schema version "3"; this build reads versions 1 to 2`)
+	require.ErrorContains(t, err, `schema version "4"; this build reads versions 1 to 3`)
 }
 
 func TestOtherFilesRefused(t *testing.T) {

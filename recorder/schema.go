@@ -17,7 +17,12 @@ import (
 // the writer assigned. Version 1 recordings are still read: their runs end
 // with ended_at alone, so a missing tail of records cannot be detected in
 // them (Integrity.TailUnchecked).
-const SchemaVersion = 2
+//
+// Version 3 added the inputs of the core's kv-events staleness rule
+// (kv_messages kinds subscribed, disconnected and unsubscribed; the ticks
+// table) and configuration changes (config_changes). In older recordings
+// a cleared publisher's row is the input itself; replay applies it.
+const SchemaVersion = 3
 
 // oldestReadable is the oldest schema version Open reads.
 const oldestReadable = 1
@@ -34,12 +39,14 @@ const (
 	tSelections
 	tEnded
 	tOutcomes
+	tTicks
+	tConfigChanges
 	numTables
 )
 
 var tableNames = [numTables]string{
 	"discovery", "published", "load_messages", "kv_messages",
-	"requests", "selections", "ended", "outcomes",
+	"requests", "selections", "ended", "outcomes", "ticks", "config_changes",
 }
 
 // Tables lists the record tables, the keys of Stats and RunInfo.Dropped.
@@ -125,7 +132,7 @@ var schema = []string{
 	run_id       INTEGER NOT NULL,
 	seq          INTEGER NOT NULL,
 	at_ns        INTEGER,
-	kind         TEXT NOT NULL CHECK (kind IN ('connected', 'message')),
+	kind         TEXT NOT NULL CHECK (kind IN ('subscribed', 'connected', 'message', 'disconnected', 'unsubscribed')),
 	namespace    TEXT NOT NULL,
 	publisher_id INTEGER NOT NULL,
 	frames       BLOB,
@@ -191,6 +198,22 @@ var schema = []string{
 	itl_ns        INTEGER NOT NULL,
 	PRIMARY KEY (run_id, seq)
 )`,
+	`CREATE TABLE ticks (
+	run_id INTEGER NOT NULL,
+	seq    INTEGER NOT NULL,
+	at_ns  INTEGER,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE config_changes (
+	run_id           INTEGER NOT NULL,
+	seq              INTEGER NOT NULL,
+	at_ns            INTEGER,
+	picker           TEXT NOT NULL,
+	max_staleness_ns INTEGER NOT NULL,
+	kv_stale_after_ns INTEGER NOT NULL,
+	kv               TEXT NOT NULL,
+	PRIMARY KEY (run_id, seq)
+)`,
 	`CREATE VIEW timeline AS
 	SELECT run_id, seq, at_ns, 'discovery.' || op AS kind, NULL AS request_id FROM discovery
 	UNION ALL SELECT run_id, seq, at_ns, 'published', NULL FROM published
@@ -199,7 +222,9 @@ var schema = []string{
 	UNION ALL SELECT run_id, seq, at_ns, 'request', request_id FROM requests
 	UNION ALL SELECT run_id, seq, at_ns, 'selection', request_id FROM selections
 	UNION ALL SELECT run_id, seq, at_ns, 'ended', request_id FROM ended
-	UNION ALL SELECT run_id, seq, at_ns, 'outcome', request_id FROM outcomes`,
+	UNION ALL SELECT run_id, seq, at_ns, 'outcome', request_id FROM outcomes
+	UNION ALL SELECT run_id, seq, at_ns, 'tick', NULL FROM ticks
+	UNION ALL SELECT run_id, seq, at_ns, 'config_changed', NULL FROM config_changes`,
 }
 
 // errNotRecording: the file is a SQLite database, but not a recording.

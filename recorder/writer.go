@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,8 +95,8 @@ type frameRecord struct {
 	at          time.Time
 	namespace   string
 	publisherID uint64
-	connected   bool
-	frames      []byte // the frames BLOB; nil for connected or nil frames
+	kind        string // a session kind (connected, ...); "" for a message
+	frames      []byte // the frames BLOB; nil for a session row or nil frames
 	result      string
 }
 
@@ -109,6 +110,8 @@ const (
 	sSelection
 	sEnded
 	sOutcome
+	sTick
+	sConfigChange
 	numStmts
 )
 
@@ -129,6 +132,8 @@ var inserts = [numStmts]string{
 	sEnded: `INSERT INTO ended (run_id, seq, at_ns, request_id, reason) VALUES (?, ?, ?, ?, ?)`,
 	sOutcome: `INSERT INTO outcomes (run_id, seq, at_ns, request_id, status, error, prompt_tokens, cached_tokens,
 		output_tokens, ttft_ns, e2e_ns, itl_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	sTick:         `INSERT INTO ticks (run_id, seq, at_ns) VALUES (?, ?, ?)`,
+	sConfigChange: `INSERT INTO config_changes (run_id, seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 }
 
 // Create opens path for recording, creating the file and its schema if
@@ -306,7 +311,7 @@ func (w *Writer) Published(p Published) { w.enqueue(tPublished, p) }
 
 // LoadConnected records that a kv_metrics subscription (re)connected.
 func (w *Writer) LoadConnected(ev events.LoadConnected) {
-	w.enqueue(tLoad, &frameRecord{at: ev.At, namespace: ev.Namespace, publisherID: ev.PublisherID, connected: true})
+	w.enqueue(tLoad, &frameRecord{at: ev.At, namespace: ev.Namespace, publisherID: ev.PublisherID, kind: kindConnected})
 }
 
 // LoadMessage records a kv_metrics message and the result the core gave
@@ -323,9 +328,22 @@ func (w *Writer) LoadMessage(ev *events.LoadMessage, result envelope.Result) {
 	w.enqueue(tLoad, r)
 }
 
+// Session kinds of a kv-events subscription, as kv_messages.kind names
+// them (a message is "message").
+const (
+	kindSubscribed   = "subscribed"
+	kindConnected    = "connected"
+	kindDisconnected = "disconnected"
+	kindUnsubscribed = "unsubscribed"
+)
+
 // KVConnected records that a KV-event subscription (re)connected.
 func (w *Writer) KVConnected(namespace string, publisherID uint64, at time.Time) {
-	w.enqueue(tKV, &frameRecord{at: at, namespace: namespace, publisherID: publisherID, connected: true})
+	w.kvSession(kindConnected, namespace, publisherID, at)
+}
+
+func (w *Writer) kvSession(kind, namespace string, publisherID uint64, at time.Time) {
+	w.enqueue(tKV, &frameRecord{at: at, namespace: namespace, publisherID: publisherID, kind: kind})
 }
 
 // KVMessage records a KV-event message and the result the core gave it.
@@ -368,8 +386,18 @@ func (w *Writer) Record(out core.Output) {
 		w.LoadConnected(o)
 	case core.LoadApplied:
 		w.LoadMessage(o.Msg, o.Result)
+	case events.KVSubscribed:
+		w.kvSession(kindSubscribed, o.Namespace, o.PublisherID, o.At)
 	case events.KVConnected:
 		w.KVConnected(o.Namespace, o.PublisherID, o.At)
+	case events.KVDisconnected:
+		w.kvSession(kindDisconnected, o.Namespace, o.PublisherID, o.At)
+	case events.KVUnsubscribed:
+		w.kvSession(kindUnsubscribed, o.Namespace, o.PublisherID, o.At)
+	case events.Tick:
+		w.enqueue(tTicks, o)
+	case core.ConfigChanged:
+		w.enqueue(tConfigChanges, o)
 	case core.KVApplied:
 		w.KVMessage(o.Namespace, o.PublisherID, o.Frames, o.At, o.Result)
 	case core.Request:
@@ -571,13 +599,13 @@ func (w *Writer) insert(ctx context.Context, stmt func(int) *sql.Stmt, r record)
 	case *frameRecord:
 		if r.t == tKV {
 			kind, result := "message", any(v.result)
-			if v.connected {
-				kind, result = "connected", nil
+			if v.kind != "" {
+				kind, result = v.kind, nil
 			}
 			_, err = stmt(sKV).ExecContext(ctx, run, seq, atNS(v.at), kind, v.namespace, u2i(v.publisherID), blob(v.frames), result)
 			break
 		}
-		if v.connected {
+		if v.kind != "" {
 			_, err = stmt(sLoad).ExecContext(ctx, run, seq, atNS(v.at), "connected", v.namespace, u2i(v.publisherID),
 				nil, nil, nil, nil, nil, nil, nil, nil)
 			break
@@ -606,6 +634,14 @@ func (w *Writer) insert(ctx context.Context, stmt func(int) *sql.Stmt, r record)
 			cands)
 	case Ended:
 		_, err = stmt(sEnded).ExecContext(ctx, run, seq, atNS(v.At), u2i(v.RequestID), v.Reason)
+	case events.Tick:
+		_, err = stmt(sTick).ExecContext(ctx, run, seq, atNS(v.At))
+	case core.ConfigChanged:
+		kvJSON, jerr := json.Marshal(v.KV)
+		if jerr != nil {
+			return jerr
+		}
+		_, err = stmt(sConfigChange).ExecContext(ctx, run, seq, atNS(v.At), v.Picker, int64(v.MaxStaleness), int64(v.KVStaleAfter), string(kvJSON))
 	case Outcome:
 		_, err = stmt(sOutcome).ExecContext(ctx, run, seq, atNS(v.At), u2i(v.RequestID), v.Status, v.Error,
 			v.PromptTokens, v.CachedTokens, v.OutputTokens, int64(v.TTFT), int64(v.E2E), int64(v.ITL))

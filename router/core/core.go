@@ -1,11 +1,20 @@
 // Package core is the routing core: the discovery reducer and registry,
-// the load store, the KV tracker and a picker, fed events and asked for
-// picks, with no sockets, goroutines or wall clock of its own. Hosts drive
-// it (the simulator, replay) and every input it applies and decision it
-// makes leaves through one output Port.
+// the load store, the KV tracker, a picker and the rules that tie them
+// together (a publish moves the admission gates, a pick charges the ranks
+// it pinned, a kv-events publisher without a session for KVStaleAfter
+// loses its blocks, a configuration change swaps the picker). It has no
+// sockets, goroutines or clock of its own: hosts (the live server, the
+// simulator, replay) turn what happens into its inputs, and every input it
+// applies and decision it makes leaves through one output Port.
+//
+// A Core is not safe for concurrent use; a host with several goroutines
+// serialises its calls (the live server holds one lock). The registry's
+// snapshots, the load store and the KV tracker may be read from any
+// goroutine.
 package core
 
 import (
+	"cmp"
 	"io"
 	"log/slog"
 	"time"
@@ -18,20 +27,27 @@ import (
 	"switchyard/router/picker"
 )
 
-// Core is the production routing core assembled for one single-threaded
-// run: the discovery reducer and registry, the load store and a picker,
-// exactly the objects the live router uses, fed events instead of
-// sockets. The simulator drives it, and so does replay, which is why
-// discovery is folded (ApplyDiscovery) and published (Publish) in two
-// steps: a recording marks where each publish happened.
+// KVStaleAfter is how long a kv-events subscription may stay without a
+// session before the blocks its publisher reported are cleared from the
+// KV index: they may have been evicted since, and the router would credit
+// cache hits that are not there.
+const KVStaleAfter = 60 * time.Second
+
+// Core is the routing core of one run, live or simulated.
 type Core struct {
-	reducer  *discovery.Reducer
-	registry *discovery.Registry
+	follower *discovery.Follower
 	store    *load.Store
 	kv       *kv.Tracker
 	picker   picker.Picker
 	explain  picker.Explainer
+	settings Settings
+	seed     uint64
+	hooks    Hooks
 	port     Port
+	log      *slog.Logger
+
+	staleAfter time.Duration
+	sessions   map[publisherKey]*kvSession
 
 	loadResults map[envelope.Result]uint64
 	kvResults   map[string]uint64
@@ -40,15 +56,41 @@ type Core struct {
 	cands       []picker.Candidate
 }
 
+// Settings are the parts of the router's configuration the core applies:
+// the initial ones come with Options, later ones as ConfigChanged inputs.
+type Settings struct {
+	Picker       string
+	KV           picker.KVOptions
+	MaxStaleness time.Duration // the load store's sample age limit; 0 keeps the default
+	// KVStaleAfter replaces KVStaleAfter when set; operators cannot set
+	// it, tests shorten it.
+	KVStaleAfter time.Duration
+}
+
+// Hooks let a host observe what the core counts (the live server's
+// Prometheus counters). Every hook may be nil; hooks run inside the
+// core's calls and must not call back into it.
+type Hooks struct {
+	LoadResult    func(envelope.Result)
+	KVResult      func(result string)
+	Selection     func(role, reason string)
+	KVSelection   func(result string)
+	KVUnsupported func(model string, blockSize int)
+	Discovery     func(kind string)
+}
+
 // Options configure a core.
 type Options struct {
 	Picker       string
-	Seed         uint64 // the random picker's seed
+	Seed         uint64 // the random picker's seed and the KV picker's sampling seed
 	MaxStaleness time.Duration
 	KV           picker.KVOptions
 	// Port receives every output in order; nil records nothing.
-	Port Port
-	Log  *slog.Logger
+	Port  Port
+	Log   *slog.Logger
+	Hooks Hooks
+	// KVStaleAfter replaces KVStaleAfter when set (tests).
+	KVStaleAfter time.Duration
 }
 
 // New assembles a core.
@@ -57,30 +99,59 @@ func New(o Options) (*Core, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Core{registry: discovery.NewRegistry(), port: o.Port, loadResults: map[envelope.Result]uint64{},
+	c := &Core{port: o.Port, seed: o.Seed, hooks: o.Hooks, log: log,
+		sessions: map[publisherKey]*kvSession{}, loadResults: map[envelope.Result]uint64{},
 		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{}}
-	c.reducer = discovery.NewReducer(log, nil)
-	c.store = load.NewStore(func(r envelope.Result) { c.loadResults[r]++ })
-	if o.MaxStaleness > 0 {
-		c.store.SetMaxStaleness(o.MaxStaleness)
-	}
-	c.kv = kv.NewTracker(func(r string) { c.kvResults[r]++ })
-	p, err := picker.New(o.Picker, picker.Deps{Store: c.store, Tracker: c.kv, Seed: o.Seed, KV: o.KV,
-		Count:   func(role, reason string) { c.reasons[role+"/"+reason]++ },
-		KVCount: func(r string) { c.kvSelection[r]++ }})
+	c.follower = discovery.NewFollower(discovery.NewReducer(log.With("component", "discovery"), o.Hooks.Discovery),
+		discovery.NewRegistry())
+	c.store = load.NewStore(c.countLoad)
+	c.kv = kv.NewTracker(c.countKV)
+	s := Settings{Picker: o.Picker, KV: o.KV, MaxStaleness: o.MaxStaleness, KVStaleAfter: o.KVStaleAfter}
+	p, err := c.newPicker(s)
 	if err != nil {
 		return nil, err
 	}
-	c.picker = p
-	c.explain, _ = p.(picker.Explainer)
+	c.install(p)
+	c.apply(s)
 	return c, nil
 }
 
+// apply installs the settings that are plain values.
+func (c *Core) apply(s Settings) {
+	c.settings = s
+	c.store.SetMaxStaleness(cmp.Or(s.MaxStaleness, load.DefaultMaxStaleness))
+	c.staleAfter = cmp.Or(s.KVStaleAfter, KVStaleAfter)
+}
+
+func (c *Core) newPicker(s Settings) (picker.Picker, error) {
+	return picker.New(s.Picker, picker.Deps{Store: c.store, Tracker: c.kv, Seed: c.seed, KV: s.KV,
+		Count: c.countSelection, KVCount: c.countKVSelection, KVUnsupported: c.hooks.KVUnsupported})
+}
+
+func (c *Core) install(p picker.Picker) {
+	c.picker = p
+	c.explain, _ = p.(picker.Explainer)
+}
+
+// SetPort replaces the output port (nil records nothing from now on): a
+// host stops recording before it closes its recorder.
+func (c *Core) SetPort(p Port) { c.port = p }
+
+// Registry is the registry the core publishes to. Its snapshots and its
+// Changed channel may be read from any goroutine.
+func (c *Core) Registry() *discovery.Registry { return c.follower.Registry }
+
 // Snapshot is the registry's current snapshot.
-func (c *Core) Snapshot() *discovery.Snapshot { return c.registry.Snapshot() }
+func (c *Core) Snapshot() *discovery.Snapshot { return c.follower.Registry.Snapshot() }
 
 // Store is the load store.
 func (c *Core) Store() *load.Store { return c.store }
+
+// Tracker is the KV tracker.
+func (c *Core) Tracker() *kv.Tracker { return c.kv }
+
+// Settings are the settings in force.
+func (c *Core) Settings() Settings { return c.settings }
 
 // LoadResults counts kv_metrics messages by decode result.
 func (c *Core) LoadResults() map[envelope.Result]uint64 { return c.loadResults }
@@ -98,16 +169,16 @@ func (c *Core) Reasons() map[string]uint64 { return c.reasons }
 // does not move until Publish.
 func (c *Core) ApplyDiscovery(ev events.Event) {
 	c.record(ev)
-	c.reducer.Apply(ev)
+	c.follower.Reducer.Apply(ev)
 }
 
 // Publish publishes the reducer's view; when the generation moves, the
-// load store's admission gate follows at once and the publish is
-// recorded. It returns the current generation.
+// load store's and the KV tracker's admission gates follow at once and
+// the publish is recorded. It returns the current generation.
 func (c *Core) Publish(at time.Time) uint64 {
-	gen, moved := c.registry.Publish(c.reducer.View(), at)
+	gen, moved := c.follower.Publish(at)
 	if moved {
-		snap := c.registry.Snapshot()
+		snap := c.follower.Registry.Snapshot()
 		c.store.SetLive(snap)
 		c.kv.SetLive(snap)
 		c.record(Published{At: at, Generation: gen, Workers: len(snap.Workers)})
@@ -139,11 +210,6 @@ func (c *Core) LoadMessage(ev *events.LoadMessage) envelope.Result {
 	return res
 }
 
-// KVConnected reports a (re)connected kv-events subscription.
-func (c *Core) KVConnected(ev events.KVConnected) {
-	c.record(ev)
-}
-
 // KVMessage applies one kv-events message to the KV index.
 func (c *Core) KVMessage(ev *events.KVMessage) string {
 	res := c.kv.Apply(ev)
@@ -151,16 +217,27 @@ func (c *Core) KVMessage(ev *events.KVMessage) string {
 	return res
 }
 
-// KVPublisherLost clears the ranks a kv-events publisher reported (its
-// subscription stayed down too long, or stopped). Only a call that
-// cleared something changed the core, so only such a call is recorded: a
-// kv-events row without frames and with result kv.PublisherLostResult.
-func (c *Core) KVPublisherLost(ev events.KVPublisherLost) int {
-	n := c.kv.PublisherLost(ev)
-	if n > 0 {
-		c.record(KVApplied{At: ev.At, Namespace: ev.Namespace, PublisherID: ev.PublisherID, Result: kv.PublisherLostResult})
+// Configure applies a configuration change: another picker replaces the
+// current one (requests it pinned still end through the core, which keeps
+// their dispatches), new KV settings reach the KV-aware picker's next
+// pick, and a new sample age limit the load store. The change is recorded,
+// so a replay applies it at the same point; a live host records its
+// starting settings the same way, so its recording carries every setting
+// the core ran with.
+func (c *Core) Configure(ev ConfigChanged) error {
+	next := ev.Settings
+	if next.Picker != c.settings.Picker {
+		p, err := c.newPicker(next)
+		if err != nil {
+			return err
+		}
+		c.install(p)
+	} else if kp, ok := c.picker.(interface{ SetKVOptions(picker.KVOptions) }); ok && next.Picker == picker.NameKV {
+		kp.SetKVOptions(next.KV)
 	}
-	return n
+	c.apply(next)
+	c.record(ev)
+	return nil
 }
 
 // Arrival describes a request as it reaches the router.
@@ -169,16 +246,19 @@ type Arrival struct {
 	Session uint64
 }
 
-// Pick records the request, asks the picker, and records the selection
-// with its candidates.
+// Pick records the request, asks the picker, charges the ranks it pinned
+// and records the selection with its candidates.
 func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
-	snap := c.registry.Snapshot()
+	snap := c.follower.Registry.Snapshot()
 	if c.port != nil {
 		c.port.Record(Request{At: a.Req.Now, RequestID: a.Req.ID, Model: a.Req.Model, Namespaces: a.Req.Namespaces,
 			PromptTokens: a.Req.PromptTokens, MaxTokens: a.Req.MaxTokens, Generation: snap.Generation, Tokens: a.Req.Tokens,
 			Session: a.Session, Route: a.Req.Route})
 	}
 	sel, ok := c.picker.Pick(a.Req, snap)
+	if ok {
+		picker.Dispatch(c.store, a.Req, sel)
+	}
 	if c.port != nil {
 		c.cands = c.cands[:0]
 		if ok && c.explain != nil {
@@ -189,10 +269,11 @@ func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
 	return sel, ok
 }
 
-// Ended tells the picker a pinned request ended unserved.
+// Ended reports that a pinned request ended unserved (refused, failed,
+// cancelled): it no longer counts toward its ranks' stall.
 func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
 	c.record(Ended{At: at, RequestID: req.ID, Reason: reason})
-	c.picker.Ended(req, sel)
+	picker.EndDispatch(c.store, req, sel)
 }
 
 // Outcome records how a request ended; the core itself does not use it.
@@ -202,5 +283,33 @@ func (c *Core) Outcome(o Outcome) { c.record(o) }
 func (c *Core) record(out Output) {
 	if c.port != nil {
 		c.port.Record(out)
+	}
+}
+
+func (c *Core) countLoad(r envelope.Result) {
+	c.loadResults[r]++
+	if c.hooks.LoadResult != nil {
+		c.hooks.LoadResult(r)
+	}
+}
+
+func (c *Core) countKV(r string) {
+	c.kvResults[r]++
+	if c.hooks.KVResult != nil {
+		c.hooks.KVResult(r)
+	}
+}
+
+func (c *Core) countSelection(role, reason string) {
+	c.reasons[role+"/"+reason]++
+	if c.hooks.Selection != nil {
+		c.hooks.Selection(role, reason)
+	}
+}
+
+func (c *Core) countKVSelection(r string) {
+	c.kvSelection[r]++
+	if c.hooks.KVSelection != nil {
+		c.hooks.KVSelection(r)
 	}
 }

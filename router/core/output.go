@@ -11,8 +11,9 @@ import (
 // Output is one input the core applied or one decision it made. The core
 // hands every output to its Port in the order it happened; an output is
 // one of the discovery events (events.DiscoveryPut, Delete, Resync, Prune,
-// Reset), events.LoadConnected, events.KVConnected, or one of the types
-// below.
+// Reset), events.LoadConnected, one of the kv-events session events
+// (events.KVSubscribed, KVConnected, KVDisconnected, KVUnsubscribed), an
+// events.Tick that acted, or one of the types below.
 type Output = events.Event
 
 // Port is the core's one output: whatever records or observes a run (a
@@ -47,6 +48,12 @@ type KVApplied struct {
 	PublisherID uint64
 	Frames      [][]byte
 	Result      string
+}
+
+// ConfigChanged is a configuration change the core applied (Configure).
+type ConfigChanged struct {
+	At time.Time
+	Settings
 }
 
 // Request is a request as the router received it, before its pick.
@@ -109,11 +116,12 @@ func (o LoadApplied) Time() time.Time {
 	}
 	return o.Msg.At
 }
-func (o KVApplied) Time() time.Time { return o.At }
-func (o Request) Time() time.Time   { return o.At }
-func (o Selection) Time() time.Time { return o.At }
-func (o Ended) Time() time.Time     { return o.At }
-func (o Outcome) Time() time.Time   { return o.At }
+func (o KVApplied) Time() time.Time     { return o.At }
+func (o Request) Time() time.Time       { return o.At }
+func (o ConfigChanged) Time() time.Time { return o.At }
+func (o Selection) Time() time.Time     { return o.At }
+func (o Ended) Time() time.Time         { return o.At }
+func (o Outcome) Time() time.Time       { return o.At }
 
 // WithoutTokens wraps a port so requests are recorded without their token
 // ids: a Mooncake-length prompt is about 48 KiB of ids.

@@ -138,10 +138,20 @@ func (f *Follower) Apply(batch []events.Event) {
 	for _, ev := range batch {
 		f.Reducer.Apply(ev)
 	}
+	f.Publish(batch[len(batch)-1].Time())
+}
+
+// Publish publishes the reducer's view at, and reports the resulting
+// generation and whether it moved. Apply publishes once per batch; a host
+// that records where each publish happened (replay) folds with
+// Reducer.Apply and publishes with this.
+func (f *Follower) Publish(at time.Time) (uint64, bool) {
 	v := f.Reducer.View()
-	if _, moved := f.Registry.Publish(v, batch[len(batch)-1].Time()); moved {
+	gen, moved := f.Registry.Publish(v, at)
+	if moved {
 		f.mixed.observe(f.Reducer.log, v)
 	}
+	return gen, moved
 }
 
 // SetConnected records whether the source's watches are open.

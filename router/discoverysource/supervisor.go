@@ -4,8 +4,8 @@
 // replace (reducer and registry reset), replace while keeping the snapshot
 // readable (backoff only), or prune removed namespaces.
 //
-// The registry outlives every watcher, so consumers hold one pointer for the
-// life of the process.
+// Batches go to a Target, the routing core that folds them into its
+// reducer and registry; the target outlives every watcher.
 package discoverysource
 
 import (
@@ -35,63 +35,41 @@ type Runner interface {
 // source this build cannot run yet.
 type SourceFactory func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner
 
+// Target is where discovery goes: the routing core (core.Shared), which
+// folds each batch in order and publishes the result.
+type Target interface {
+	Discovery(batch []events.Event)
+	Snapshot() *discovery.Snapshot
+}
+
 // Supervisor owns the live discovery source.
 type Supervisor struct {
 	clk       clock.Clock
 	log       *slog.Logger
 	metrics   *metrics.Discovery
 	newSource SourceFactory
-	registry  *discovery.Registry
+	target    Target
 
 	reloadMu sync.Mutex // serializes Apply and Stop
 	cfg      atomic.Pointer[config.Config]
 	cancel   context.CancelFunc
 	done     chan struct{}
 
-	// applyMu guards the follower; epoch tells a replaced watcher's late
+	// applyMu serialises batches; epoch tells a replaced watcher's late
 	// batches from the current one's.
-	applyMu  sync.Mutex
-	follower *discovery.Follower
-	epoch    atomic.Uint64
+	applyMu sync.Mutex
+	epoch   atomic.Uint64
 
 	connected atomic.Bool
 	restarts  atomic.Uint64
-
-	// rec is set before the first Apply, or never.
-	rec *Recording
 }
 
-// Recording hooks a recorder into discovery. While a batch is folded, the
-// supervisor holds Order, hands every event of the batch to Input in the
-// order folded, and, when the registry publishes a new generation, calls
-// Published before releasing Order. So a recording that takes the same
-// lock for the other inputs of the routing core sees discovery exactly
-// where the core applied it.
-//
-// A replaced reducer is handed over as an events.DiscoveryReset (a reset
-// reducer is a fresh one); when the registry is emptied with it, Published
-// follows even if the registry was empty already, so a replay materialises
-// the reset before the next events. Event times lose their monotonic clock
-// reading while recording, so every duration the core computes from them
-// is the one a replay computes from the recorded wall-clock times.
-type Recording struct {
-	Order sync.Locker
-	Input func(events.Event)
-	// Published receives the registry's snapshot and the time it was
-	// published at (the last event's time, or the reset's).
-	Published func(snap *discovery.Snapshot, at time.Time)
-}
-
-// SetRecording records discovery from now on. Call it before the first
-// Apply: a recording must see the fleet from its empty start.
-func (s *Supervisor) SetRecording(r *Recording) { s.rec = r }
-
-// New returns an idle supervisor around reg; Apply starts it.
-func New(reg *discovery.Registry, clk clock.Clock, log *slog.Logger, m *metrics.Discovery, f SourceFactory) *Supervisor {
+// New returns an idle supervisor feeding target; Apply starts it.
+func New(target Target, clk clock.Clock, log *slog.Logger, m *metrics.Discovery, f SourceFactory) *Supervisor {
 	if f == nil {
 		f = EtcdSource(clk, log)
 	}
-	return &Supervisor{clk: clk, log: log, metrics: m, newSource: f, registry: reg}
+	return &Supervisor{clk: clk, log: log, metrics: m, newSource: f, target: target}
 }
 
 // EtcdSource is the production factory: an etcd watcher for source etcd.
@@ -117,9 +95,6 @@ func EtcdSource(clk clock.Clock, log *slog.Logger) SourceFactory {
 	}
 }
 
-// Registry is the process-lifetime registry.
-func (s *Supervisor) Registry() *discovery.Registry { return s.registry }
-
 // Apply moves discovery to cfg (the first call starts it).
 func (s *Supervisor) Apply(cfg *config.Config) {
 	s.reloadMu.Lock()
@@ -132,21 +107,21 @@ func (s *Supervisor) Apply(cfg *config.Config) {
 		return
 	case config.ReloadStop:
 		s.stopWatcher()
-		s.replaceFollower(true)
+		s.reset()
 		s.log.Info("dynamo discovery stopped")
 		return
 	case config.ReloadStart:
-		s.replaceFollower(true)
+		s.reset()
 	case config.ReloadReplace:
 		s.stopWatcher()
-		s.replaceFollower(true)
+		s.reset()
 	case config.ReloadReplaceKeepSnapshot:
 		// The new watcher's first resync replaces each namespace atomically;
 		// until then the current snapshot stays readable.
 		s.stopWatcher()
 	case config.ReloadPrune:
 		s.stopWatcher()
-		s.applyToFollower(events.DiscoveryPrune{At: s.clk.Now(), Keep: cfg.Dynamo.Discovery.Namespaces()})
+		s.apply([]events.Event{events.DiscoveryPrune{At: s.clk.Now(), Keep: cfg.Dynamo.Discovery.Namespaces()}})
 	}
 	if old != nil && old.Dynamo.Enabled && change.Action != config.ReloadStart {
 		s.restarts.Add(1)
@@ -202,84 +177,26 @@ func (s *Supervisor) stopWatcher() {
 	s.cancel, s.done = nil, nil
 }
 
-// replaceFollower starts a new reducer; with reset it also publishes an
-// empty view so the registry forgets the old fleet.
-func (s *Supervisor) replaceFollower(reset bool) {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	if s.rec != nil {
-		s.rec.Order.Lock()
-		defer s.rec.Order.Unlock()
-	}
-	s.follower = discovery.NewFollower(discovery.NewReducer(s.log.With("component", "discovery"), s.metrics.CountDiscovery), s.registry)
-	at := s.clk.Now()
-	if s.rec != nil {
-		at = at.Round(0)
-		s.rec.Input(events.DiscoveryReset{At: at})
-	}
-	if reset {
-		s.registry.Publish(&discovery.View{}, at)
-		if s.rec != nil {
-			s.rec.Published(s.registry.Snapshot(), at)
-		}
-		s.metrics.ObserveSnapshot(s.registry.Snapshot())
-	}
+// reset empties the target's reducer, as a fresh one, and publishes the
+// empty view, so the registry forgets the old fleet.
+func (s *Supervisor) reset() {
+	s.apply([]events.Event{events.DiscoveryReset{At: s.clk.Now()}})
 }
 
-func (s *Supervisor) applyToFollower(ev events.Event) {
+// apply hands a batch to the target, one batch at a time.
+func (s *Supervisor) apply(batch []events.Event) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.fold([]events.Event{ev})
+	s.fold(batch)
 }
 
-// fold applies a batch to the follower, which publishes the resulting
-// view; while recording, under the recording's order lock, with every
-// event and a moved generation handed to it. The caller holds applyMu.
+// fold hands a batch to the target; the caller holds applyMu.
 func (s *Supervisor) fold(batch []events.Event) {
-	if s.rec == nil || len(batch) == 0 {
-		s.follower.Apply(batch)
-		s.metrics.ObserveSnapshot(s.registry.Snapshot())
+	if len(batch) == 0 {
 		return
 	}
-	batch = wallClock(batch)
-	s.rec.Order.Lock()
-	before := s.registry.Snapshot()
-	for _, ev := range batch {
-		s.rec.Input(ev)
-	}
-	s.follower.Apply(batch)
-	if snap := s.registry.Snapshot(); snap != before {
-		s.rec.Published(snap, batch[len(batch)-1].Time())
-	}
-	s.rec.Order.Unlock()
-	s.metrics.ObserveSnapshot(s.registry.Snapshot())
-}
-
-// wallClock returns the batch with every event time stripped of its
-// monotonic clock reading (a copy: the watcher owns its slice).
-func wallClock(batch []events.Event) []events.Event {
-	out := make([]events.Event, len(batch))
-	for i, ev := range batch {
-		switch e := ev.(type) {
-		case events.DiscoveryPut:
-			e.At = e.At.Round(0)
-			ev = e
-		case events.DiscoveryDelete:
-			e.At = e.At.Round(0)
-			ev = e
-		case events.DiscoveryResync:
-			e.At = e.At.Round(0)
-			ev = e
-		case events.DiscoveryPrune:
-			e.At = e.At.Round(0)
-			ev = e
-		case events.DiscoveryReset:
-			e.At = e.At.Round(0)
-			ev = e
-		}
-		out[i] = ev
-	}
-	return out
+	s.target.Discovery(batch)
+	s.metrics.ObserveSnapshot(s.target.Snapshot())
 }
 
 func (s *Supervisor) setConnected(c bool) {
@@ -344,8 +261,8 @@ func (s *Supervisor) Namespaces() []string {
 	return nil
 }
 
-// Snapshot is the registry's current snapshot.
-func (s *Supervisor) Snapshot() *discovery.Snapshot { return s.registry.Snapshot() }
+// Snapshot is the target's current snapshot.
+func (s *Supervisor) Snapshot() *discovery.Snapshot { return s.target.Snapshot() }
 
 // Restarts counts watcher replacements.
 func (s *Supervisor) Restarts() uint64 { return s.restarts.Load() }

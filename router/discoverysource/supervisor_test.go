@@ -14,10 +14,12 @@ import (
 	"switchyard/internal/etcdtest"
 	"switchyard/router/clock"
 	"switchyard/router/config"
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/discoverysource/etcdsource"
 	"switchyard/router/events"
 	"switchyard/router/metrics"
+	"switchyard/router/picker"
 )
 
 func testConfig(endpoint string, namespaces ...string) *config.Config {
@@ -62,11 +64,24 @@ func namespacesOf(s *discovery.Snapshot) map[string]int {
 	return out
 }
 
-func newSupervisor(t *testing.T) (*Supervisor, *metrics.Set) {
+// newTarget is a routing core behind its lock, recording to port (nil
+// records nothing).
+func newTarget(t *testing.T, port core.Port) *core.Shared {
+	c, err := core.New(core.Options{Picker: picker.NameLoad, Port: port})
+	require.NoError(t, err)
+	return core.NewShared(c, clock.Real{})
+}
+
+func newSupervisor(t *testing.T) (*Supervisor, *discovery.Registry) {
+	return newSupervisorPort(t, nil)
+}
+
+func newSupervisorPort(t *testing.T, port core.Port) (*Supervisor, *discovery.Registry) {
 	m := metrics.New()
-	s := New(discovery.NewRegistry(), clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery, nil)
+	target := newTarget(t, port)
+	s := New(target, clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery, nil)
 	t.Cleanup(s.Stop)
-	return s, m
+	return s, target.Registry()
 }
 
 func TestReloadClassesAgainstEtcd(t *testing.T) {
@@ -75,8 +90,7 @@ func TestReloadClassesAgainstEtcd(t *testing.T) {
 	putWorker(t, cli, "prod", 1)
 	putWorker(t, cli, "canary", 2)
 
-	s, _ := newSupervisor(t)
-	reg := s.Registry()
+	s, reg := newSupervisor(t)
 	cfg := testConfig(etcd.Endpoint(), "prod", "canary")
 	s.Apply(cfg)
 	waitUntil(t, "both namespaces", func() bool { return len(reg.Snapshot().Workers) == 2 && s.Connected() })
@@ -162,7 +176,8 @@ func TestReplacedWatcherBatchesAreIgnored(t *testing.T) {
 	var mu sync.Mutex
 	var runners []*lateRunner
 	m := metrics.New()
-	s := New(discovery.NewRegistry(), clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery,
+	target := newTarget(t, nil)
+	s := New(target, clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery,
 		func(cfg *config.Config, sink etcdsource.Sink, _ func(string)) Runner {
 			mu.Lock()
 			defer mu.Unlock()
@@ -175,74 +190,42 @@ func TestReplacedWatcherBatchesAreIgnored(t *testing.T) {
 	close(runners[0].release) // it will deliver once more after cancellation
 	s.Apply(testConfig("http://127.0.0.1:1", "b"))
 	<-runners[1].started
-	snap := s.Registry().Snapshot()
+	snap := target.Snapshot()
 	require.Equal(t, map[string]int{"b": 1}, namespacesOf(snap), "the old watcher's late batch was dropped")
 	close(runners[1].release)
 	s.Stop()
 	require.False(t, s.Connected())
 }
 
-// tap is a recording hook that keeps what it is handed.
+// tap is a core port that keeps the discovery inputs and publishes it is
+// handed.
 type tap struct {
-	mu        sync.Mutex
-	order     sync.Mutex
-	entries   []any // events.Event or published
-	published int
+	mu      sync.Mutex
+	entries []events.Event
 }
 
-type published struct {
-	gen     uint64
-	at      time.Time
-	workers int
-}
-
-func (tp *tap) recording() *Recording {
-	return &Recording{
-		Order: &tp.order,
-		Input: func(ev events.Event) {
-			tp.mu.Lock()
-			defer tp.mu.Unlock()
-			tp.entries = append(tp.entries, ev)
-		},
-		Published: func(snap *discovery.Snapshot, at time.Time) {
-			tp.mu.Lock()
-			defer tp.mu.Unlock()
-			tp.entries = append(tp.entries, published{snap.Generation, at, len(snap.Workers)})
-		},
+func (tp *tap) Record(out core.Output) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	switch out.(type) {
+	case events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync, events.DiscoveryPrune, events.DiscoveryReset, core.Published:
+		tp.entries = append(tp.entries, out)
 	}
 }
 
 // Through starts, a prune, a replacement and a stop against a real etcd,
-// the recording hook sees every event and every publish in the order
-// applied: one reducer and a registry fed what it saw (a replay) reach
-// the same generation at every publish, and the same fleet, first-seen
-// times included. Every hook call comes under the order lock.
+// the core's port sees every discovery event and every publish in the
+// order applied: a fresh core fed what it saw (a replay) reaches the same
+// generation at every publish, and the same fleet, first-seen times
+// included.
 func TestRecordingReplaysIntoTheSameRegistry(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	putWorker(t, cli, "prod", 1)
 	putWorker(t, cli, "canary", 2)
 
-	s, _ := newSupervisor(t)
 	tp := &tap{}
-	rec := tp.recording()
-	input, pub := rec.Input, rec.Published
-	held := func(what string) {
-		if tp.order.TryLock() {
-			tp.order.Unlock()
-			t.Errorf("%s ran without the order lock", what)
-		}
-	}
-	rec.Input = func(ev events.Event) {
-		held("Input")
-		input(ev)
-	}
-	rec.Published = func(snap *discovery.Snapshot, at time.Time) {
-		held("Published")
-		pub(snap, at)
-	}
-	s.SetRecording(rec)
-	reg := s.Registry()
+	s, reg := newSupervisorPort(t, tp)
 	cfg := testConfig(etcd.Endpoint(), "prod", "canary")
 	s.Apply(cfg)
 	waitUntil(t, "both namespaces", func() bool { return len(reg.Snapshot().Workers) == 2 && s.Connected() })
@@ -264,21 +247,22 @@ func TestRecordingReplaysIntoTheSameRegistry(t *testing.T) {
 
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	red, replayed := discovery.NewReducer(nil, nil), discovery.NewRegistry()
+	rc, err := core.New(core.Options{Picker: picker.NameLoad})
+	require.NoError(t, err)
+	replayed := rc.Registry()
 	var resets, publishes int
 	for _, e := range tp.entries {
+		require.Equal(t, e.Time(), e.Time().Round(0), "times carry no monotonic reading")
 		switch v := e.(type) {
-		case published:
+		case core.Published:
 			publishes++
-			gen, _ := replayed.Publish(red.View(), v.at)
-			require.Equal(t, v.gen, gen, "publish %d", publishes)
-			require.Len(t, replayed.Snapshot().Workers, v.workers)
-		case events.Event:
+			require.Equal(t, v.Generation, rc.Publish(v.At), "publish %d", publishes)
+			require.Len(t, replayed.Snapshot().Workers, v.Workers)
+		default:
 			if _, ok := v.(events.DiscoveryReset); ok {
 				resets++
 			}
-			require.Equal(t, v.Time(), v.Time().Round(0), "times carry no monotonic reading")
-			red.Apply(v)
+			rc.ApplyDiscovery(v)
 		}
 	}
 	require.Equal(t, 2, resets, "the start and the replacement")

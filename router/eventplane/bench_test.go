@@ -124,7 +124,12 @@ func (c *replayConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 // store. msgs/s = 1e9 / ns/op; run with -cpu 1 for the one-core figure.
 func BenchmarkLoadPipeline(b *testing.B) {
 	const pid, worker = 2046539, 1736491
-	store := load.NewStore(nil)
+	var refused int
+	store := load.NewStore(func(r envelope.Result) {
+		if r != envelope.Applied {
+			refused++
+		}
+	})
 	store.SetLive(fleet(worker, pid, "tcp://127.0.0.1:1"))
 	conn := newReplayConn(pid, worker)
 	sub, err := zmtp.Handshake(conn, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
@@ -141,9 +146,10 @@ func BenchmarkLoadPipeline(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r := sink.Deliver("dynamo", pid, frames, at); r != envelope.Applied {
-			b.Fatalf("message %d: %v", i, r)
-		}
+		sink.Deliver("dynamo", pid, frames, at)
+	}
+	if refused > 0 {
+		b.Fatalf("%d messages were not applied", refused)
 	}
 }
 

@@ -19,9 +19,7 @@ import (
 type nullSink struct{}
 
 func (nullSink) Connected(string, uint64, time.Time) {}
-func (nullSink) Deliver(string, uint64, [][]byte, time.Time) envelope.Result {
-	return envelope.Applied
-}
+func (nullSink) Deliver(string, uint64, [][]byte, time.Time) {}
 
 func publishers(topic string, from, n int) []*discovery.Publisher {
 	var out []*discovery.Publisher

@@ -46,8 +46,21 @@ type Sink interface {
 	// Connected: a session with the publisher began.
 	Connected(namespace string, publisherID uint64, at time.Time)
 	// Deliver hands one message; frames alias transport buffers and must
-	// not be kept.
-	Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result
+	// not be kept. What became of the message is the sink's to count.
+	Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time)
+}
+
+// SessionSink is a Sink that also follows each subscription's life: a
+// subscription that starts (or restarts, under a new dial policy or
+// address) has no session until Connected; Disconnected reports a session
+// that ended while the subscription ran; Unsubscribed a subscription
+// stopped for good (its publisher left, the family was stopped, or the cap
+// left no room for it). The kv-events staleness rule runs on these.
+type SessionSink interface {
+	Sink
+	Subscribed(namespace string, publisherID uint64, at time.Time)
+	Disconnected(namespace string, publisherID uint64, at time.Time)
+	Unsubscribed(namespace string, publisherID uint64, at time.Time)
 }
 
 // Family is one followed topic: its name for operators, its ZMTP ceilings
@@ -127,6 +140,13 @@ func (s *subscription) setConn(c net.Conn) bool {
 	}
 	s.conn = c
 	return true
+}
+
+// stopped reports whether stop was called.
+func (s *subscription) stopped() bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	return s.closed
 }
 
 func (s *subscription) stop() {
@@ -223,14 +243,31 @@ func (s *Supervisor) apply(restart bool) {
 		want[subKey{t.Namespace, t.PublisherID}] = t
 	}
 	var stopping []*subscription
+	var gone []subKey
 	for k, sub := range s.subs {
-		if t, ok := want[k]; restart || !ok || t != sub.target {
+		t, ok := want[k]
+		if restart || !ok || t != sub.target {
 			sub.stop()
 			stopping = append(stopping, sub)
 			delete(s.subs, k)
 		}
+		if !ok {
+			gone = append(gone, k)
+		}
 	}
 	s.await(stopping)
+	if ss, ok := s.fam.Sink.(SessionSink); ok && len(gone) > 0 {
+		sort.Slice(gone, func(i, j int) bool {
+			if gone[i].namespace != gone[j].namespace {
+				return gone[i].namespace < gone[j].namespace
+			}
+			return gone[i].id < gone[j].id
+		})
+		now := s.clk.Now()
+		for _, k := range gone {
+			ss.Unsubscribed(k.namespace, k.id, now)
+		}
+	}
 	for k, t := range want {
 		if _, ok := s.subs[k]; !ok {
 			s.subs[k] = s.start(t)
@@ -277,7 +314,11 @@ func (s *Supervisor) noteSkips(skips []Skip) {
 func (s *Supervisor) start(t Target) *subscription {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := &subscription{target: t, transport: s.policy.Transport, cancel: cancel, done: make(chan struct{})}
-	sub.down.Store(s.clk.Now().UnixNano())
+	now := s.clk.Now()
+	sub.down.Store(now.UnixNano())
+	if ss, ok := s.fam.Sink.(SessionSink); ok {
+		ss.Subscribed(t.Namespace, t.PublisherID, now)
+	}
 	seed := s.rng.Uint64()
 	p := s.policy
 	go func() {
@@ -351,6 +392,11 @@ func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (
 		if err != nil {
 			end := s.clk.Now()
 			sub.down.Store(end.UnixNano())
+			if ss, ok := s.fam.Sink.(SessionSink); ok && !sub.stopped() {
+				// A stopped subscription reports Unsubscribed, or its
+				// replacement Subscribed, instead.
+				ss.Disconnected(t.Namespace, t.PublisherID, end)
+			}
 			return end.Sub(start), err
 		}
 		s.fam.Sink.Deliver(t.Namespace, t.PublisherID, frames, s.clk.Now())

@@ -149,6 +149,40 @@ type KVPublisherLost struct {
 	PublisherID uint64
 }
 
+// KVSubscribed reports that the router started (or restarted) a
+// kv-events subscription to one publisher; it has no session yet.
+type KVSubscribed struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+// KVDisconnected reports that a kv-events subscription lost its session.
+type KVDisconnected struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+// KVUnsubscribed reports that the router stopped following a kv-events
+// publisher (it left discovery, kv-events following was switched off, or
+// the subscription cap left no room for it).
+type KVUnsubscribed struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+}
+
+// Tick is the passage of time on the host's clock: rules that act on
+// elapsed time (the kv-events staleness rule) act at ticks.
+type Tick struct {
+	At time.Time
+}
+
+func (e KVSubscribed) Time() time.Time    { return e.At }
+func (e KVDisconnected) Time() time.Time  { return e.At }
+func (e KVUnsubscribed) Time() time.Time  { return e.At }
+func (e Tick) Time() time.Time            { return e.At }
 func (e KVConnected) Time() time.Time     { return e.At }
 func (e KVMessage) Time() time.Time       { return e.At }
 func (e KVPublisherLost) Time() time.Time { return e.At }

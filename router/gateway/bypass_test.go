@@ -61,7 +61,7 @@ func TestConditionalBypassPinsTheDecodeWorkerAlone(t *testing.T) {
 			)
 			m := metrics.New()
 			p := &bypassPicker{keepPrefill: keepPrefill}
-			gw := New(cfg, Options{Registry: reg, Picker: picker.NewHolder(p), Metrics: m.Gateway, Log: slog.New(slog.DiscardHandler)})
+			gw := New(cfg, Options{Registry: reg, Pinner: newTestPinner(reg, p), Metrics: m.Gateway, Log: slog.New(slog.DiscardHandler)})
 			srv := httptest.NewServer(StripDynamoHeaders(gw.Handler()))
 			t.Cleanup(func() { srv.Close(); gw.Close() })
 			f := &fixture{t: t, gw: gw, srv: srv, reg: reg, metrics: m}
@@ -113,7 +113,7 @@ func TestRealKVPickerBypass(t *testing.T) {
 	p, err := picker.New(picker.NameKV, picker.Deps{Store: store, Tracker: tracker, KV: opts,
 		Count: m.Selection.Count, KVCount: m.KV.CountSelection})
 	require.NoError(t, err)
-	gw := New(cfg, Options{Registry: reg, Picker: picker.NewHolder(p), Metrics: m.Gateway, Log: slog.New(slog.DiscardHandler)})
+	gw := New(cfg, Options{Registry: reg, Pinner: newTestPinner(reg, p), Metrics: m.Gateway, Log: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	f := &fixture{t: t, gw: gw, srv: srv, reg: reg, metrics: m}

@@ -143,7 +143,7 @@ func (p *refuseAfter) Ended(req picker.Request, sel picker.Selection) { p.rr.End
 func TestConvertedRetryWithoutWorker(t *testing.T) {
 	live := newUpstream(t, "dyn-live")
 	f := newFixture(t, dynamoConfig([]string{"dyn-dead", "dyn-live"}, deadShim(t, clientModel), backendFor(live, clientModel)), twoDecoders(clientModel))
-	f.gw.picker.Set(&refuseAfter{rr: f.picker, n: 1})
+	f.pinner.set(&refuseAfter{rr: f.picker, n: 1})
 	resp, body := f.post(pathMessages, `{"model":"`+clientModel+`","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	e := anthropicErrorOfBody(t, body)

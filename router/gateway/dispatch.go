@@ -44,14 +44,14 @@ type exchange struct {
 // otherwise.
 func (x *exchange) serve() {
 	st := x.st
-	if st.pinning && x.g.picker != nil {
+	if st.pinning && x.g.pinner != nil {
 		if ns := st.usableNamespaces(x.key, x.now); len(ns) > 0 {
-			p := x.g.picker.Get()
+			p := x.g.pinner
 			req := picker.Request{
 				ID: x.g.ids.Add(1), Model: st.dynamoModel(x.in.model), Namespaces: ns,
 				PromptTokens: x.in.promptTokens, Now: x.now, Route: x.route, MaxTokens: x.in.maxTokens,
 			}
-			if sel, ok := p.Pick(req, x.g.snapshot()); ok {
+			if sel, ok := p.Pick(req); ok {
 				x.servePinned(p, req, sel)
 				return
 			}
@@ -68,10 +68,10 @@ func (x *exchange) countPath(path string) {
 	}
 }
 
-// pinning is a pinned request's current selection and the picker that
+// pinning is a pinned request's current selection and the pinner that
 // made it.
 type pinning struct {
-	p   picker.Picker
+	p   Pinner
 	req picker.Request
 	sel picker.Selection
 	// fresh: every send gets pins chosen anew (the converting ingresses);
@@ -95,7 +95,7 @@ func (x *exchange) repin(pn *pinning) bool {
 	pn.end()
 	req := pn.req
 	req.ID, req.Namespaces, req.Now = x.g.ids.Add(1), []string{pn.sel.Namespace}, x.g.clock.Now()
-	sel, ok := pn.p.Pick(req, x.g.snapshot())
+	sel, ok := pn.p.Pick(req)
 	if ok && sel.Namespace != pn.sel.Namespace {
 		pn.p.Ended(req, sel) // not offered: a bug in the picker
 		ok = false
@@ -113,7 +113,7 @@ func (x *exchange) repin(pn *pinning) bool {
 // pins, and no failure re-runs the picker. The converting ingresses pick
 // afresh for each send instead. Every outcome but success tells the
 // picker the request ended unserved.
-func (x *exchange) servePinned(p picker.Picker, req picker.Request, sel picker.Selection) {
+func (x *exchange) servePinned(p Pinner, req picker.Request, sel picker.Selection) {
 	pn := &pinning{p: p, req: req, sel: sel, fresh: x.conv != nil, open: true}
 	if x.g.onOutcome != nil {
 		// Text events are counted on the OpenAI ingress's streams only;

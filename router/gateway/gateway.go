@@ -33,13 +33,20 @@ type Snapshotter interface {
 	Snapshot() *discovery.Snapshot
 }
 
-// Options are the gateway's collaborators. Registry and Picker may be nil
+// Pinner chooses the workers a request is pinned to and hears when a
+// pinned request ended unserved: the routing core, as its host serialises
+// it (the live server's core.Core). The selection must be reported to the
+// same Pinner through Ended once, unless the request was served.
+type Pinner interface {
+	Pick(req picker.Request) (picker.Selection, bool)
+	Ended(req picker.Request, sel picker.Selection)
+}
+
+// Options are the gateway's collaborators. Registry and Pinner may be nil
 // only when Dynamo is never enabled: nothing is then pinned.
 type Options struct {
 	Registry Snapshotter
-	// Picker is read on every request, so replacing its picker takes
-	// effect at once.
-	Picker *picker.Holder
+	Pinner   Pinner
 	// Metrics defaults to a private, unregistered set.
 	Metrics *metrics.Gateway
 	Log     *slog.Logger
@@ -57,7 +64,7 @@ type Options struct {
 // swaps its configuration between requests.
 type Gateway struct {
 	registry  Snapshotter
-	picker    *picker.Holder
+	pinner    Pinner
 	metrics   *metrics.Gateway
 	log       *slog.Logger
 	clock     clock.Clock
@@ -100,7 +107,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 	}
 	t := newTransport()
 	g := &Gateway{
-		registry: o.Registry, picker: o.Picker, metrics: o.Metrics, log: o.Log,
+		registry: o.Registry, pinner: o.Pinner, metrics: o.Metrics, log: o.Log,
 		clock: o.Clock, est: o.Estimator, onOutcome: o.OnOutcome, transport: t,
 		parseSlots: newParseSlots(),
 	}

@@ -173,6 +173,42 @@ func deadURL(t *testing.T) string {
 // one wins, decode workers before aggregated ones, round-robin; a decode
 // worker is paired with its namespace's first prefill worker. It records
 // every Pick and Ended.
+// testPinner is the gateway's Pinner over a registry and a test picker
+// that can be swapped: it observes the gateway's side of the contract
+// (what it asks, what it reports ended) without a routing core. Pickers
+// without an Ended method hear nothing.
+type testPinner struct {
+	reg Snapshotter
+	mu  sync.Mutex
+	p   picker.Picker
+}
+
+func newTestPinner(reg Snapshotter, p picker.Picker) *testPinner { return &testPinner{reg: reg, p: p} }
+
+func (t *testPinner) set(p picker.Picker) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.p = p
+}
+
+func (t *testPinner) get() picker.Picker {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.p
+}
+
+func (t *testPinner) Pick(req picker.Request) (picker.Selection, bool) {
+	return t.get().Pick(req, t.reg.Snapshot())
+}
+
+func (t *testPinner) Ended(req picker.Request, sel picker.Selection) {
+	if e, ok := t.get().(interface {
+		Ended(picker.Request, picker.Selection)
+	}); ok {
+		e.Ended(req, sel)
+	}
+}
+
 type rrPicker struct {
 	mu     sync.Mutex
 	next   int
@@ -313,6 +349,7 @@ type fixture struct {
 	srv     *httptest.Server
 	reg     *discovery.Registry
 	picker  *rrPicker
+	pinner  *testPinner
 	metrics *metrics.Set
 }
 
@@ -335,8 +372,9 @@ func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, o
 	reg := discovery.NewRegistry()
 	publish(reg, workers...)
 	f := &fixture{t: t, reg: reg, picker: &rrPicker{}, metrics: metrics.New()}
+	f.pinner = newTestPinner(reg, f.picker)
 	f.gw = New(cfg, Options{
-		Registry: reg, Picker: picker.NewHolder(f.picker), Metrics: f.metrics.Gateway,
+		Registry: reg, Pinner: f.pinner, Metrics: f.metrics.Gateway,
 		Log: o.log, Clock: o.clock, OnOutcome: o.onOutcome,
 	})
 	mux := http.NewServeMux()

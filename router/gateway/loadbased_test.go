@@ -52,7 +52,7 @@ func TestRealLoadPickerAcrossPools(t *testing.T) {
 		mu.Unlock()
 	})
 	m := metrics.New()
-	gw := New(cfg, Options{Registry: reg, Picker: picker.NewHolder(lb), Metrics: m.Gateway, Log: slog.New(slog.DiscardHandler)})
+	gw := New(cfg, Options{Registry: reg, Pinner: newTestPinner(reg, lb), Metrics: m.Gateway, Log: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	f := &fixture{t: t, gw: gw, srv: srv, reg: reg, metrics: m}

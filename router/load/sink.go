@@ -3,7 +3,6 @@ package load
 import (
 	"time"
 
-	"switchyard/router/envelope"
 	"switchyard/router/events"
 )
 
@@ -16,8 +15,9 @@ func (s Subscriber) Connected(namespace string, publisherID uint64, at time.Time
 	s.Store.Connected(events.LoadConnected{At: at, Namespace: namespace, PublisherID: publisherID})
 }
 
-// Deliver implements eventplane.Sink.
-func (s Subscriber) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result {
+// Deliver implements eventplane.Sink; the store counts each message's
+// result.
+func (s Subscriber) Deliver(namespace string, publisherID uint64, frames [][]byte, at time.Time) {
 	ev := events.LoadMessage{At: at, Namespace: namespace, PublisherID: publisherID, Frames: frames}
-	return s.Store.Apply(&ev)
+	s.Store.Apply(&ev)
 }

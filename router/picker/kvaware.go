@@ -43,11 +43,11 @@ const (
 // KVOptions configure the KV-aware policy; every field hot-reloads
 // through SetKVOptions.
 type KVOptions struct {
-	OverlapScoreCredit  float64
-	PrefillLoadScale    float64
-	Temperature         float64
-	ConditionalDisagg   bool
-	DecodeBusyThreshold *float64 // fraction of total_kv_blocks; nil = no check
+	OverlapScoreCredit  float64  `json:"overlap_score_credit"`
+	PrefillLoadScale    float64  `json:"prefill_load_scale"`
+	Temperature         float64  `json:"router_temperature"`
+	ConditionalDisagg   bool     `json:"conditional_disagg"`
+	DecodeBusyThreshold *float64 `json:"decode_busy_threshold,omitempty"` // fraction of total_kv_blocks; nil = no check
 }
 
 // DefaultKVOptions are Dynamo's defaults.

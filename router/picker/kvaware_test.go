@@ -60,8 +60,9 @@ func (f *kvFixture) cache(w *discovery.Worker, toks []uint32) {
 
 func (f *kvFixture) pickTokens(toks []uint32) Selection {
 	f.nextID++
-	sel, ok := f.picker.Pick(Request{ID: f.nextID, Model: "m", Namespaces: []string{"ns"}, PromptTokens: uint64(len(toks)),
-		Tokens: toks, Now: f.clk.Now()}, f.snap)
+	req := Request{ID: f.nextID, Model: "m", Namespaces: []string{"ns"}, PromptTokens: uint64(len(toks)),
+		Tokens: toks, Now: f.clk.Now()}
+	sel, ok := f.dispatch(req)
 	require.True(f.t, ok)
 	return sel
 }
@@ -221,10 +222,10 @@ func TestKVPickIsAllocationFreeOnceWarm(t *testing.T) {
 	// Counters that allocate (the fixture's join strings) stay out.
 	f.picker = NewKVAware(f.store, f.tracker, DefaultKVOptions(), 1, nil, nil)
 	req := Request{ID: 1, Model: "m", Namespaces: []string{"ns"}, PromptTokens: 1024, Tokens: prompt, Now: f.clk.Now()}
-	f.picker.Pick(req, f.snap)
+	f.dispatch(req)
 	allocs := testing.AllocsPerRun(100, func() {
 		req.ID++
-		f.picker.Pick(req, f.snap)
+		f.dispatch(req)
 	})
 	require.Zero(t, allocs)
 }
@@ -250,14 +251,14 @@ func BenchmarkPickKV(b *testing.B) {
 			req := Request{Model: "m", Namespaces: []string{"ns"}, PromptTokens: 2048, Tokens: prompt}
 			for i := 0; i < 2000; i++ {
 				req.Now = f.clk.Now()
-				f.picker.Pick(req, f.snap)
+				f.dispatch(req)
 				f.clk.Advance(50 * time.Millisecond)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				req.ID, req.Now = uint64(i), req.Now.Add(50*time.Millisecond)
-				if _, ok := f.picker.Pick(req, f.snap); !ok {
+				if _, ok := f.dispatch(req); !ok {
 					b.Fatal("no pick")
 				}
 			}

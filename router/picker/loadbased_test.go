@@ -58,7 +58,17 @@ func (f *fixture) pick(prompt uint64, namespaces ...string) (Selection, bool) {
 		namespaces = []string{"ns"}
 	}
 	f.nextID++
-	return f.picker.Pick(Request{ID: f.nextID, Model: "m", Namespaces: namespaces, PromptTokens: prompt, Now: f.clk.Now()}, f.snap)
+	return f.dispatch(Request{ID: f.nextID, Model: "m", Namespaces: namespaces, PromptTokens: prompt, Now: f.clk.Now()})
+}
+
+// dispatch picks req and charges what it pinned, as the routing core
+// does after every pick.
+func (f *fixture) dispatch(req Request) (Selection, bool) {
+	sel, ok := f.picker.Pick(req, f.snap)
+	if ok {
+		Dispatch(f.store, req, sel)
+	}
+	return sel, ok
 }
 
 func (f *fixture) decodeIDs(n int, prompt uint64) []uint64 {
@@ -161,7 +171,7 @@ func TestStalledWorkerSitsOutUntilASample(t *testing.T) {
 	// An ended request does not stall its worker.
 	sel, _ = f.pick(64)
 	require.Equal(t, uint64(1), sel.Decode.WorkerID)
-	f.picker.Ended(Request{ID: f.nextID}, sel)
+	EndDispatch(f.store, Request{ID: f.nextID}, sel)
 	f.clk.Advance(5 * time.Second)
 	f.sample(b, 0, wire.ActiveLoad{KVUsedBlocks: u64(500)})
 	f.store.SetMaxStaleness(time.Minute) // keep a's last sample fresh
@@ -243,15 +253,6 @@ func TestWorkersWithoutCapacityRotate(t *testing.T) {
 	require.Equal(t, 2, f.counts["decode/round_robin"])
 }
 
-func TestHolderSwapsPickers(t *testing.T) {
-	f := newFixture(t, worker("ns", 1, discovery.RoleDecode))
-	h := NewHolder(f.picker)
-	require.Same(t, f.picker, h.Get())
-	other := NewLoad(f.store, nil)
-	h.Set(other)
-	require.Same(t, other, h.Get())
-}
-
 func TestHeuristicEstimate(t *testing.T) {
 	require.Zero(t, Heuristic{}.Estimate(""))
 	require.Equal(t, uint64(3), Heuristic{}.Estimate("hello world"), "2 words * 4/3 < 11 chars / 4")
@@ -290,14 +291,14 @@ func BenchmarkPick(b *testing.B) {
 			req := Request{Model: "m", Namespaces: []string{"ns"}, PromptTokens: 512}
 			for i := 0; i < 2000; i++ { // reach the steady state of dispatch records
 				req.Now = f.clk.Now()
-				f.picker.Pick(req, f.snap)
+				f.dispatch(req)
 				f.clk.Advance(50 * time.Millisecond)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				req.ID, req.Now = uint64(i), req.Now.Add(50*time.Millisecond)
-				if _, ok := f.picker.Pick(req, f.snap); !ok {
+				if _, ok := f.dispatch(req); !ok {
 					b.Fatal("no pick")
 				}
 			}

@@ -7,8 +7,6 @@
 package picker
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"switchyard/router/discovery"
@@ -66,6 +64,9 @@ type Selection struct {
 	Bypass bool
 	// Reasons, as counted under switchyard_dynamo_selection_total.
 	DecodeReason, PrefillReason string
+	// PromptBlocks is the prompt's size in the decode worker's KV blocks,
+	// what the pinned ranks are charged with until they answer (Dispatch).
+	PromptBlocks uint64
 }
 
 // Selection reasons (the closed reason label set).
@@ -85,11 +86,11 @@ var Reasons = []string{ReasonLoad, ReasonRoundRobin, ReasonRoundRobinStale, Reas
 
 // Picker chooses workers. ok is false when no worker in the request's
 // namespaces serves the model: the request then takes standard routing.
+// A picker only reads the load store; whoever asks it records what the
+// selection pinned (Dispatch) and when a pinned request ended unserved
+// (EndDispatch).
 type Picker interface {
 	Pick(req Request, snap *discovery.Snapshot) (sel Selection, ok bool)
-	// Ended tells the picker a pinned request ended without being served
-	// (refused, failed, cancelled), so it no longer counts toward a stall.
-	Ended(req Request, sel Selection)
 }
 
 // Candidate is one rank a pick considered, with its cost when the picker
@@ -107,52 +108,4 @@ type Candidate struct {
 // recorder does): a concurrent pick replaces the list.
 type Explainer interface {
 	Candidates(dst []Candidate) []Candidate
-}
-
-// Holder keeps the active picker; it can be replaced at run time (the
-// KV-aware picker replaces the load picker without touching callers).
-type Holder struct {
-	p atomic.Pointer[Picker]
-
-	mu   sync.Mutex // serialises Set and Wrap
-	set  Picker     // the picker last Set, before wrapping
-	wrap func(Picker) Picker
-}
-
-// NewHolder holds p.
-func NewHolder(p Picker) *Holder {
-	h := &Holder{}
-	h.Set(p)
-	return h
-}
-
-// Get returns the active picker.
-func (h *Holder) Get() Picker { return *h.p.Load() }
-
-// Set replaces the active picker. Under a Wrap, the wrapped picker is
-// what Get returns.
-func (h *Holder) Set(p Picker) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.set = p
-	h.install()
-}
-
-// Wrap decorates the active picker, and every picker Set later, with w
-// (a recording wraps each picker so that it stays on top of replacements).
-// Each picker gets its own decorator, so a request ends on the picker that
-// pinned it. A later Wrap replaces w.
-func (h *Holder) Wrap(w func(Picker) Picker) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.wrap = w
-	h.install()
-}
-
-func (h *Holder) install() {
-	p := h.set
-	if h.wrap != nil {
-		p = h.wrap(p)
-	}
-	h.p.Store(&p)
 }

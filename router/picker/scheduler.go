@@ -8,9 +8,9 @@ import (
 )
 
 // Scheduler is the one Picker: it gathers a request's candidate ranks
-// under the shared rules (candidates.go), lets its policy choose a rank per
-// phase, and records what it pinned as unanswered dispatches in the load
-// store. Policies (load, round_robin, random, kv, least_kv_blocks; see
+// under the shared rules (candidates.go) and lets its policy choose a rank
+// per phase. It only reads the load store: the routing core records what
+// a selection pinned (Dispatch). Policies (load, round_robin, random, kv, least_kv_blocks; see
 // names.go) differ only in how a phase's rank is chosen, so they compare on
 // equal terms.
 type Scheduler struct {
@@ -100,21 +100,10 @@ func (s *Scheduler) Pick(req Request, snap *discovery.Snapshot) (Selection, bool
 	}
 	s.reader = s.store.Reader(req.Now)
 	s.pools.resolve(&s.reader)
-	sel, decodeKey, prefillKey, blocks := s.selectLocked(req)
+	sel := s.selectLocked(req)
 	s.reader.Close()
 	s.count("decode", sel.DecodeReason)
 	s.count("prefill", sel.PrefillReason)
-
-	// Count what was pinned until the ranks' next samples answer for it.
-	if sel.HasPrefill {
-		s.store.RecordDispatch(load.Dispatch{RequestID: req.ID, Key: prefillKey, Phase: load.Prefill,
-			PromptTokens: req.PromptTokens, Blocks: blocks, At: req.Now})
-		s.store.RecordDispatch(load.Dispatch{RequestID: req.ID, Key: decodeKey, Phase: load.Decode,
-			Blocks: blocks, PairedDecode: true, At: req.Now})
-	} else {
-		s.store.RecordDispatch(load.Dispatch{RequestID: req.ID, Key: decodeKey, Phase: load.Decode,
-			PromptTokens: req.PromptTokens, Blocks: blocks, At: req.Now})
-	}
 	return sel, true
 }
 
@@ -122,7 +111,7 @@ func (s *Scheduler) Pick(req Request, snap *discovery.Snapshot) (Selection, bool
 // eligible namespace, then the prefill rank within the winner's namespace,
 // beside a decode worker only, unless the policy lets the decode worker
 // prefill the request itself.
-func (s *Scheduler) selectLocked(req Request) (sel Selection, decodeKey, prefillKey load.Key, blocks uint64) {
+func (s *Scheduler) selectLocked(req Request) (sel Selection) {
 	if s.preparer != nil {
 		s.preparer.prepare(req, &s.pools)
 	}
@@ -130,28 +119,26 @@ func (s *Scheduler) selectLocked(req Request) (sel Selection, decodeKey, prefill
 	di, reason := s.policy.choose(s, load.Decode, cands, req)
 	winner := &cands[di]
 	s.lastNS, s.lastPrefill = winner.w.Namespace, false
-	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool}
-	decodeKey = winner.key()
-	blocks = ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))
+	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool,
+		PromptBlocks: ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))}
 	if winner.w.Role != discovery.RoleDecode {
 		s.report(winner)
-		return sel, decodeKey, prefillKey, blocks
+		return sel
 	}
 	pcands := s.pools.prefill[sel.Namespace]
 	if len(pcands) == 0 {
 		s.report(winner)
-		return sel, decodeKey, prefillKey, blocks
+		return sel
 	}
 	if s.bypasser != nil && s.bypasser.bypass(s, winner, req) {
 		sel.DecodeReason, sel.PrefillReason, sel.Bypass = ReasonConditionalBypass, ReasonConditionalBypass, true
-		return sel, decodeKey, prefillKey, blocks
+		return sel
 	}
 	pi, reason := s.policy.choose(s, load.Prefill, pcands, req)
 	sel.Prefill, sel.HasPrefill, sel.PrefillReason = pcands[pi].pin(), true, reason
 	s.lastPrefill = true
-	prefillKey = pcands[pi].key()
 	s.report(&pcands[pi])
-	return sel, decodeKey, prefillKey, blocks
+	return sel
 }
 
 // report tells a reporting policy which rank answered for the request.
@@ -159,15 +146,6 @@ func (s *Scheduler) report(c *candidate) {
 	if s.reporter != nil {
 		s.reporter.chosen(c)
 	}
-}
-
-// Ended implements Picker.
-func (s *Scheduler) Ended(req Request, sel Selection) {
-	keys := []load.Key{{Namespace: sel.Namespace, WorkerID: sel.Decode.WorkerID, DPRank: sel.Decode.DPRank}}
-	if sel.HasPrefill {
-		keys = append(keys, load.Key{Namespace: sel.Namespace, WorkerID: sel.Prefill.WorkerID, DPRank: sel.Prefill.DPRank})
-	}
-	s.store.EndDispatch(req.ID, keys...)
 }
 
 var _ Picker = (*Scheduler)(nil)

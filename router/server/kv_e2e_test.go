@@ -339,7 +339,7 @@ func TestKVStalePublisherIsCleared(t *testing.T) {
 	w := createRecording(t, path, cfg, 5)
 	logs := &logCapture{}
 	srv, err := NewWithOptions(cfg, slog.New(logs), Options{Recorder: w, Seed: 5,
-		kvStaleAfter: 400 * time.Millisecond, kvStaleEvery: 20 * time.Millisecond})
+		kvStaleAfter: 400 * time.Millisecond, tickEvery: 20 * time.Millisecond})
 	require.NoError(t, err)
 	defer srv.Close()
 
@@ -441,8 +441,8 @@ func TestKVReload(t *testing.T) {
 	pick := func() picker.Selection {
 		t.Helper()
 		ids++
-		sel, ok := srv.picker.Get().Pick(picker.Request{ID: ids, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 100,
-			Now: time.Now()}, srv.Discovery().Snapshot())
+		sel, ok := srv.core.Pick(picker.Request{ID: ids, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 100,
+			Now: time.Now()})
 		require.True(t, ok)
 		return sel
 	}
@@ -451,11 +451,9 @@ func TestKVReload(t *testing.T) {
 	}
 	kvOptions := func() picker.KVOptions {
 		t.Helper()
-		srv.pickMu.Lock()
-		defer srv.pickMu.Unlock()
-		o, ok := srv.active.(*picker.Scheduler).KVOptions()
-		require.True(t, ok, "the KV-aware picker is active")
-		return o
+		st := srv.core.Settings()
+		require.Equal(t, picker.NameKV, st.Picker, "the KV-aware picker is active")
+		return st.KV
 	}
 
 	// Off: the load-based picker, no kv-events subscription.
@@ -472,9 +470,6 @@ func TestKVReload(t *testing.T) {
 	eventually(t, "the kv-events subscriptions", func() bool { return len(srv.kvSubs.Subscriptions()) == 2 })
 	require.Equal(t, 1.0, kvOptions().OverlapScoreCredit)
 
-	srv.pickMu.Lock()
-	active := srv.active
-	srv.pickMu.Unlock()
 	tuned := embeddedConfig("tok")
 	tuned.Dynamo.KV.Enabled = true
 	tuned.Dynamo.KV.OverlapScoreCredit = 0.5
@@ -482,9 +477,6 @@ func TestKVReload(t *testing.T) {
 	tuned.Dynamo.KV.RouterTemperature = 0.25
 	require.NoError(t, srv.Reload(tuned))
 	require.Equal(t, picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 2, Temperature: 0.25}, kvOptions())
-	srv.pickMu.Lock()
-	require.True(t, srv.active == active, "a settings change keeps the running picker")
-	srv.pickMu.Unlock()
 
 	tuned.Dynamo.KV.ConditionalDisaggregation.Enabled = true
 	require.NoError(t, srv.Reload(tuned))
@@ -505,9 +497,10 @@ func TestKVReload(t *testing.T) {
 	require.Len(t, srv.loadSubs.Subscriptions(), 0, "no kv_metrics channel was advertised")
 }
 
-// While recording, a reload that turns KV-aware selection on installs the
-// new picker under the recording's decorator: picks before and after the
-// swap are recorded, and the router warns that a replay will not follow.
+// While recording, a reload that turns KV-aware selection on reaches the
+// core as a recorded configuration change: the picks before and after it
+// are recorded, and a replay applies the change where it happened and
+// makes both picks again, each under its own picker.
 func TestKVReloadKeepsRecording(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "reload.db")
 	cfg := embeddedConfig("tok")
@@ -529,18 +522,16 @@ func TestKVReloadKeepsRecording(t *testing.T) {
 	})
 	pick := func(id uint64) {
 		t.Helper()
-		_, ok := srv.picker.Get().Pick(picker.Request{ID: id, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 10,
-			Now: time.Now()}, srv.Discovery().Snapshot())
+		_, ok := srv.core.Pick(picker.Request{ID: id, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 10,
+			Now: time.Now()})
 		require.True(t, ok)
 	}
 	pick(1)
 	on := embeddedConfig("tok")
 	on.Dynamo.KV.Enabled = true
 	require.NoError(t, srv.Reload(on))
-	require.IsType(t, &recordingPicker{}, srv.picker.Get(), "the recording stays on top")
 	pick(2)
 	require.Equal(t, 1.0, testutil.ToFloat64(srv.metrics.KV.Selection.WithLabelValues(picker.KVTokenizerUnavailable)))
-	require.Equal(t, 1, logs.count(slog.LevelWarn, "KV-aware selection changed while recording"))
 
 	reg.Kill()
 	cli.Close()
@@ -553,12 +544,25 @@ func TestKVReloadKeepsRecording(t *testing.T) {
 	runs, err := rd.Runs()
 	require.NoError(t, err)
 	require.Equal(t, picker.NameLoad, runs[0].Picker, "the picker the process started with")
-	var selected []uint64
+	var selected, reasons []string
+	var changes []recorder.ConfigChanged
 	require.NoError(t, rd.Entries(runs[0].ID, func(e recorder.Entry) error {
-		if v, ok := e.Value.(recorder.Selection); ok {
-			selected = append(selected, v.RequestID)
+		switch v := e.Value.(type) {
+		case recorder.Selection:
+			selected = append(selected, fmt.Sprint(v.RequestID))
+			reasons = append(reasons, v.Sel.DecodeReason)
+		case recorder.ConfigChanged:
+			selected = append(selected, "config")
+			changes = append(changes, v)
 		}
 		return nil
 	}))
-	require.Equal(t, []uint64{1, 2}, selected)
+	require.Equal(t, []string{"config", "1", "config", "2"}, selected, "the starting settings, then the reload")
+	require.Equal(t, picker.NameLoad, changes[0].Picker)
+	require.Equal(t, picker.NameKV, changes[1].Picker)
+	require.Equal(t, picker.ReasonKVAware, reasons[1], "the second pick was the KV-aware picker's")
+	rep, err := replay.Run(rd, 0, "")
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Selections)
+	require.True(t, rep.Exact(), "divergences: %+v", rep.Divergences)
 }

@@ -19,12 +19,11 @@ import (
 	"switchyard/recorder"
 	"switchyard/router/clock"
 	"switchyard/router/config"
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/discoverysource"
 	"switchyard/router/discoverysource/etcdsource"
 	"switchyard/router/events"
-	"switchyard/router/kv"
-	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
 	"switchyard/sim/replay"
@@ -103,26 +102,39 @@ func (w *testWorker) deletes(at time.Time) []events.Event {
 	return out
 }
 
+// newSharedCore is the live server's routing core, recording to w when it
+// is set.
+func newSharedCore(t testing.TB, w *recorder.Writer) *core.Shared {
+	var port core.Port
+	if w != nil {
+		port = w
+	}
+	c, err := core.New(core.Options{Picker: picker.NameLoad, Port: port})
+	require.NoError(t, err)
+	return core.NewShared(c, clock.Real{})
+}
+
 // Many goroutines pick and end requests while others deliver kv_metrics
 // messages, reconnect subscriptions and change the fleet, all through the
-// recording's order lock, with the race detector watching. A fresh core
-// fed the recording then makes every selection again, and reads every
-// load message and publish alike.
+// live server's code path (the discovery supervisor, the subscriptions'
+// sink, the gateway's Pinner: one core behind one lock), with the race
+// detector watching. A fresh core fed the recording (replay) then makes
+// every selection again, and reads every load message and publish alike;
+// and the recorded inputs fed once more through the live path, with and
+// without a recording attached, make the same selections too.
 func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "concurrent.db")
 	w, err := recorder.Create(path, recorder.Run{Kind: "live", Version: "test", Picker: picker.NameLoad, Start: time.Now()}, recorder.Options{})
 	require.NoError(t, err)
 
-	reg := discovery.NewRegistry()
-	store := load.NewStore(nil)
-	rec := newRecording(w, reg, store, kv.NewTracker(nil), clock.Real{})
+	shared := newSharedCore(t, w)
+	reg := shared.Registry()
 	src := &scriptedSource{batches: make(chan []events.Event), applied: make(chan struct{})}
-	sup := discoverysource.New(reg, clock.Real{}, slog.New(slog.DiscardHandler), &metrics.New().Discovery,
+	sup := discoverysource.New(shared, clock.Real{}, slog.New(slog.DiscardHandler), &metrics.New().Discovery,
 		func(_ *config.Config, sink etcdsource.Sink, _ func(string)) discoverysource.Runner {
 			src.sink = sink
 			return src
 		})
-	sup.SetRecording(rec.discovery())
 	cfg := config.Default()
 	cfg.Dynamo.Enabled = true
 	sup.Apply(cfg)
@@ -131,10 +143,7 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 		src.batches <- batch
 		<-src.applied
 	}
-
-	holder := picker.NewHolder(picker.NewLoad(store, nil))
-	holder.Wrap(rec.wrap)
-	sink := rec.sink()
+	sink := loadSink{shared}
 
 	workers := []*testWorker{newTestWorker(0x11, "prefill"), newTestWorker(0x12, "prefill"),
 		newTestWorker(0x21, "decode"), newTestWorker(0x22, "decode")}
@@ -182,15 +191,14 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 11))
 			for n := 0; !closed(stop); n++ {
-				p := holder.Get()
 				req := picker.Request{ID: ids.Add(1), Model: "m", Namespaces: []string{"dynamo"},
 					PromptTokens: 16 + rng.Uint64N(4000), Now: time.Now(), Route: "/v1/chat/completions"}
-				sel, ok := p.Pick(req, reg.Snapshot())
+				sel, ok := shared.Pick(req)
 				picks.Add(1)
 				if ok {
 					okPicks.Add(1)
 					if rng.IntN(4) == 0 {
-						p.Ended(req, sel)
+						shared.Ended(req, sel)
 						ended.Add(1)
 					}
 				}
@@ -231,7 +239,7 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 	}()
 	wg.Wait()
 
-	rec.stop()
+	shared.SetPort(nil)
 	sup.Stop()
 	st, err := w.Close()
 	require.NoError(t, err)
@@ -257,16 +265,76 @@ func TestRecordingUnderConcurrencyReplaysExactly(t *testing.T) {
 
 	// The picks depended on the load: most were costed, and they spread.
 	reasons, pinned := map[string]int{}, map[uint64]bool{}
+	var recorded []picker.Selection
 	require.NoError(t, rd.Entries(rep.RunID, func(e recorder.Entry) error {
-		if s, ok := e.Value.(recorder.Selection); ok && s.OK {
-			reasons[s.Sel.DecodeReason]++
-			pinned[s.Sel.Decode.WorkerID] = true
-			require.NotEmpty(t, s.Candidates, "each pick lists its candidates")
+		if s, ok := e.Value.(recorder.Selection); ok {
+			recorded = append(recorded, s.Sel)
+			if s.OK {
+				reasons[s.Sel.DecodeReason]++
+				pinned[s.Sel.Decode.WorkerID] = true
+				require.NotEmpty(t, s.Candidates, "each pick lists its candidates")
+			}
 		}
 		return nil
 	}))
 	require.Greater(t, reasons[picker.ReasonLoad], int(okPicks.Load())/2, "reasons: %v", reasons)
 	require.Len(t, pinned, 2, "both decode workers were chosen")
+
+	// The same inputs through the live path, recorded again or not.
+	again := filepath.Join(t.TempDir(), "again.db")
+	w2, err := recorder.Create(again, recorder.Run{Kind: "live", Version: "test", Picker: picker.NameLoad, Start: time.Now()}, recorder.Options{})
+	require.NoError(t, err)
+	for _, rec := range []*recorder.Writer{nil, w2} {
+		got := feedLivePath(t, rd, rep.RunID, newSharedCore(t, rec))
+		require.Equal(t, recorded, got, "recording attached: %v", rec != nil)
+	}
+	_, err = w2.Close()
+	require.NoError(t, err)
+}
+
+// feedLivePath hands a recorded run's inputs to a live core through the
+// live server's adapters (discovery batches up to each publish, the
+// subscriptions' sink, the gateway's Pinner) and returns its selections.
+func feedLivePath(t *testing.T, rd *recorder.Reader, runID int64, shared *core.Shared) []picker.Selection {
+	var batch []events.Event
+	flush := func() {
+		shared.Discovery(batch)
+		batch = nil
+	}
+	sink := loadSink{shared}
+	reqs := map[uint64]picker.Request{}
+	sels := map[uint64]picker.Selection{}
+	var out []picker.Selection
+	require.NoError(t, rd.Entries(runID, func(e recorder.Entry) error {
+		switch v := e.Value.(type) {
+		case events.DiscoveryPut, events.DiscoveryDelete, events.DiscoveryResync, events.DiscoveryPrune, events.DiscoveryReset:
+			batch = append(batch, v.(events.Event))
+			return nil
+		case recorder.Published:
+			flush()
+			return nil
+		}
+		if len(batch) > 0 {
+			flush()
+		}
+		switch v := e.Value.(type) {
+		case events.LoadConnected:
+			sink.Connected(v.Namespace, v.PublisherID, v.At)
+		case recorder.LoadMessage:
+			sink.Deliver(v.Namespace, v.PublisherID, v.Frames, v.At)
+		case recorder.Request:
+			req := picker.Request{ID: v.RequestID, Model: v.Model, Namespaces: v.Namespaces, PromptTokens: v.PromptTokens,
+				MaxTokens: v.MaxTokens, Route: v.Route, Now: v.At}
+			sel, _ := shared.Pick(req)
+			reqs[v.RequestID], sels[v.RequestID] = req, sel
+			sel.PromptBlocks = 0 // a dispatch detail recordings do not keep
+			out = append(out, sel)
+		case recorder.Ended:
+			shared.Ended(reqs[v.RequestID], sels[v.RequestID])
+		}
+		return nil
+	}))
+	return out
 }
 
 func closed(ch chan struct{}) bool {
@@ -295,32 +363,23 @@ func loadMessages(t *testing.T, path string) uint64 {
 	return n
 }
 
-// benchCore is a four-worker fleet with fresh samples, recorded to w
-// when it is set.
-func benchCore(b *testing.B, w *recorder.Writer) (*recording, *load.Store, picker.Picker, *discovery.Snapshot, []*testWorker) {
-	reg := discovery.NewRegistry()
-	red := discovery.NewReducer(nil, nil)
+// benchCore is a four-worker fleet with fresh samples in the live
+// server's core, recorded to w when it is set.
+func benchCore(b *testing.B, w *recorder.Writer) (*core.Shared, []*testWorker) {
+	shared := newSharedCore(b, w)
 	workers := []*testWorker{newTestWorker(0x11, "prefill"), newTestWorker(0x12, "prefill"),
 		newTestWorker(0x21, "decode"), newTestWorker(0x22, "decode")}
+	var batch []events.Event
 	for _, tw := range workers {
-		for _, ev := range tw.puts(time.Now()) {
-			red.Apply(ev)
-		}
+		batch = append(batch, tw.puts(time.Now())...)
 	}
-	reg.Publish(red.View(), time.Now())
-	store := load.NewStore(nil)
-	store.SetLive(reg.Snapshot())
-	var p picker.Picker = picker.NewLoad(store, nil)
-	rec := newRecording(w, reg, store, kv.NewTracker(nil), clock.Real{})
-	if w != nil {
-		p = rec.wrap(p)
-	}
+	shared.Discovery(batch)
 	for _, tw := range workers {
 		tw.seq++
-		store.Apply(&events.LoadMessage{At: time.Now(), Namespace: "dynamo", PublisherID: tw.pid.Load(),
-			Frames: wire.LoadMessage(tw.pid.Load(), tw.seq, wire.ActiveLoad{WorkerID: tw.id, KVUsedBlocks: wire.U64(10)}, time.Now())})
+		shared.LoadMessage("dynamo", tw.pid.Load(), wire.LoadMessage(tw.pid.Load(), tw.seq,
+			wire.ActiveLoad{WorkerID: tw.id, KVUsedBlocks: wire.U64(10)}, time.Now()), time.Now())
 	}
-	return rec, store, p, reg.Snapshot(), workers
+	return shared, workers
 }
 
 func benchWriter(b *testing.B) *recorder.Writer {
@@ -330,8 +389,8 @@ func benchWriter(b *testing.B) *recorder.Writer {
 	return w
 }
 
-// What recording adds to one kv_metrics message and one pick (the
-// figures in docs/recording.md).
+// What recording adds to one kv_metrics message and one pick through the
+// live server's core (the figures in docs/recording.md).
 func BenchmarkRecordingOverhead(b *testing.B) {
 	for _, recorded := range []bool{false, true} {
 		var w *recorder.Writer
@@ -343,41 +402,109 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 			if recorded {
 				w = benchWriter(b)
 			}
-			rec, store, _, _, workers := benchCore(b, w)
+			shared, workers := benchCore(b, w)
 			tw := workers[2]
 			pid := tw.pid.Load()
 			frames := make([][][]byte, 1024)
 			for i := range frames {
 				frames[i] = wire.LoadMessage(pid, tw.seq+uint64(i)+1, wire.ActiveLoad{WorkerID: tw.id, KVUsedBlocks: wire.U64(uint64(i))}, time.Now())
 			}
+			sink := loadSink{shared}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if i%len(frames) == 0 && i > 0 {
 					b.StopTimer()
-					store.Connected(events.LoadConnected{Namespace: "dynamo", PublisherID: pid}) // restart the sequence
+					sink.Connected("dynamo", pid, time.Now()) // restart the sequence
 					b.StartTimer()
 				}
-				f := frames[i%len(frames)]
-				if recorded {
-					rec.sink().Deliver("dynamo", pid, f, time.Now())
-				} else {
-					load.Subscriber{Store: store}.Deliver("dynamo", pid, f, time.Now())
-				}
+				sink.Deliver("dynamo", pid, frames[i%len(frames)], time.Now())
 			}
 		})
 		b.Run("pick/"+name, func(b *testing.B) {
 			if recorded {
 				w = benchWriter(b)
 			}
-			_, _, p, snap, _ := benchCore(b, w)
+			shared, _ := benchCore(b, w)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				req := picker.Request{ID: uint64(i) + 1, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 512, Now: time.Now()}
-				if _, ok := p.Pick(req, snap); !ok {
+				if _, ok := shared.Pick(req); !ok {
 					b.Fatal("no pick")
 				}
+			}
+		})
+	}
+}
+
+// What the core's one lock costs a pick: the same pick on the bare core
+// (one goroutine, no lock), through the lock alone, and through the lock
+// while another goroutine delivers kv_metrics messages as fast as it can
+// (the figures in docs/benchmarks.md).
+func BenchmarkCoreLock(b *testing.B) {
+	pick := func(i int) picker.Request {
+		return picker.Request{ID: uint64(i) + 1, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 512, Now: time.Now()}
+	}
+	b.Run("bare", func(b *testing.B) {
+		c, err := core.New(core.Options{Picker: picker.NameLoad})
+		require.NoError(b, err)
+		workers := []*testWorker{newTestWorker(0x11, "prefill"), newTestWorker(0x21, "decode"), newTestWorker(0x22, "decode")}
+		var batch []events.Event
+		for _, tw := range workers {
+			batch = append(batch, tw.puts(time.Now())...)
+		}
+		c.Discovery(batch)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, ok := c.Pick(core.Arrival{Req: pick(i)}); !ok {
+				b.Fatal("no pick")
+			}
+		}
+	})
+	for _, loaded := range []bool{false, true} {
+		name := "locked"
+		if loaded {
+			name = "locked-under-messages"
+		}
+		b.Run(name, func(b *testing.B) {
+			shared, workers := benchCore(b, nil)
+			done := make(chan struct{})
+			var delivered atomic.Int64
+			var wg sync.WaitGroup
+			if loaded {
+				tw := workers[2]
+				pid := tw.pid.Load()
+				frames := make([][][]byte, 1024)
+				for i := range frames {
+					frames[i] = wire.LoadMessage(pid, tw.seq+uint64(i)+1, wire.ActiveLoad{WorkerID: tw.id, KVUsedBlocks: wire.U64(uint64(i))}, time.Now())
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sink := loadSink{shared}
+					for i := 0; !closed(done); i++ {
+						if i%len(frames) == 0 {
+							sink.Connected("dynamo", pid, time.Now())
+						}
+						sink.Deliver("dynamo", pid, frames[i%len(frames)], time.Now())
+						delivered.Add(1)
+					}
+				}()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, ok := shared.Pick(pick(i)); !ok {
+					b.Fatal("no pick")
+				}
+			}
+			b.StopTimer()
+			close(done)
+			wg.Wait()
+			if loaded {
+				b.ReportMetric(float64(delivered.Load())/b.Elapsed().Seconds(), "msgs/s")
 			}
 		})
 	}

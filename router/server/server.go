@@ -28,18 +28,17 @@ import (
 	"switchyard/router/admin"
 	"switchyard/router/clock"
 	"switchyard/router/config"
+	"switchyard/router/core"
 	"switchyard/router/coreconfig"
 	"switchyard/router/discovery"
 	"switchyard/router/discoverysource"
 	"switchyard/router/discoverysource/etcdsource/embedded"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
-	"switchyard/router/events"
 	"switchyard/router/gateway"
 	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
-	"switchyard/router/picker"
 )
 
 // Server is one running router process.
@@ -49,37 +48,33 @@ type Server struct {
 	blockSizeWarned   sync.Map
 	blockSizeWarnings atomic.Int64
 
-	log        *slog.Logger
-	cfg        atomic.Pointer[config.Config]
-	metrics    *metrics.Set
-	auth       admin.Auth
-	discovery  *discoverysource.Supervisor
-	loads      *load.Store
-	loadSubs   *eventplane.Supervisor
-	tracker    *kv.Tracker
-	kvSubs     *eventplane.Supervisor
-	kvWatch    *kvStaleWatch
-	kvOn       atomic.Bool   // follow kv-events (KV-aware selection is on)
-	kick       chan struct{} // wakes the follower after kvOn changed
-	stopFollow context.CancelFunc
-	followDone chan struct{}
-	watchDone  chan struct{}
-	etcd       *embedded.Embedded
-	etcdTmpDir string
-	picker     *picker.Holder
-	seed       uint64
-	// pickMu guards active, the picker last installed in the holder
-	// (unwrapped), which KV reloads reach.
-	pickMu    sync.Mutex
-	active    picker.Picker
-	gateway   *gateway.Gateway
-	http      *http.Server
-	listener  net.Listener
-	rec       *recording
-	reloads   *prometheus.CounterVec // switchyard_config_reloads_total
-	unserved  *unservedModels
-	closeOnce sync.Once
-	silent    silentConns // connections that have sent nothing, ended on Close
+	log     *slog.Logger
+	cfg     atomic.Pointer[config.Config]
+	metrics *metrics.Set
+	auth    admin.Auth
+	// core is the routing core every input reaches, behind its one lock;
+	// recording is its output port, attached or not.
+	core      *core.Shared
+	recording bool
+	// kvStaleAfter is Options.kvStaleAfter (tests).
+	kvStaleAfter time.Duration
+	discovery    *discoverysource.Supervisor
+	loadSubs     *eventplane.Supervisor
+	kvSubs       *eventplane.Supervisor
+	kvOn         atomic.Bool   // follow kv-events (KV-aware selection is on)
+	kick         chan struct{} // wakes the follower after kvOn changed
+	stopFollow   context.CancelFunc
+	followDone   chan struct{}
+	tickDone     chan struct{}
+	etcd         *embedded.Embedded
+	etcdTmpDir   string
+	gateway      *gateway.Gateway
+	http         *http.Server
+	listener     net.Listener
+	reloads      *prometheus.CounterVec // switchyard_config_reloads_total
+	unserved     *unservedModels
+	closeOnce    sync.Once
+	silent       silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
@@ -95,9 +90,9 @@ type Options struct {
 	// samples the same; 0 without a recorder draws one.
 	Seed uint64
 
-	// Tests shorten the KV stale rule; zero values are KVStaleAfter and
-	// kvStaleCheckEvery.
-	kvStaleAfter, kvStaleEvery time.Duration
+	// Tests shorten the KV stale rule; zero values are core.KVStaleAfter
+	// and tickEvery.
+	kvStaleAfter, tickEvery time.Duration
 }
 
 // New validates cfg and starts everything it asks for. The caller owns
@@ -115,9 +110,10 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", errs[0].String())
 	}
-	s := &Server{log: log, metrics: metrics.New(), seed: o.Seed, kick: make(chan struct{}, 1)}
-	if s.seed == 0 && o.Recorder == nil {
-		s.seed = rand.Uint64()
+	s := &Server{log: log, metrics: metrics.New(), kick: make(chan struct{}, 1)}
+	seed := o.Seed
+	if seed == 0 && o.Recorder == nil {
+		seed = rand.Uint64()
 	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
@@ -127,29 +123,41 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if err := s.startEmbeddedEtcd(cfg); err != nil {
 		return nil, err
 	}
-	s.discovery = discoverysource.New(discovery.NewRegistry(), clock.Real{}, log, &s.metrics.Discovery, nil)
-	s.loads = load.NewStore(s.metrics.Load.Count)
-	s.tracker = kv.NewTracker(s.metrics.KV.CountEvent)
+	var port core.Port
 	if o.Recorder != nil {
 		// From the empty start: the recording must see every input.
-		s.rec = newRecording(o.Recorder, s.discovery.Registry(), s.loads, s.tracker, clock.Real{})
-		s.discovery.SetRecording(s.rec.discovery())
+		port = o.Recorder
+		s.recording = true
 		s.metrics.Registry.MustRegister(recorderCollector{o.Recorder})
 	}
+	s.kvStaleAfter = o.kvStaleAfter
+	start := s.coreSettings(cfg)
+	c, err := core.New(core.Options{Picker: start.Picker, Seed: seed, MaxStaleness: start.MaxStaleness,
+		KV: start.KV, Port: port, Log: log.With("component", "core"), KVStaleAfter: start.KVStaleAfter,
+		Hooks: core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
+			KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery}})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.core = core.NewShared(c, clock.Real{})
+	if s.recording {
+		// The recording starts with the settings, so a replay runs with
+		// exactly these, whatever its configuration file says.
+		_ = s.core.Configure(time.Now(), start)
+	}
+	s.discovery = discoverysource.New(s.core, clock.Real{}, log, &s.metrics.Discovery, nil)
 	if err := s.startEventPlane(cfg, o); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.discovery.Apply(s.effective(cfg))
-	s.active = s.newPicker(cfg)
-	s.picker = picker.NewHolder(s.active)
 	gwOpts := gateway.Options{
-		Registry: s.discovery.Registry(), Picker: s.picker, Metrics: s.metrics.Gateway,
+		Registry: s.core, Pinner: s.core, Metrics: s.metrics.Gateway,
 		Log: log.With("component", "gateway"), Clock: clock.Real{},
 	}
-	if s.rec != nil {
-		s.picker.Wrap(s.rec.wrap)
-		gwOpts.OnOutcome = s.rec.outcome
+	if s.recording {
+		gwOpts.OnOutcome = s.outcome
 	}
 	s.gateway = gateway.New(cfg, gwOpts)
 
@@ -181,69 +189,51 @@ func (s *Server) effective(cfg *config.Config) *config.Config {
 	return c
 }
 
-// startEventPlane starts the event-plane subscriptions, kv_metrics into
-// the load store and, while KV-aware selection is on, kv-events into the
-// KV tracker, and follows the registry: each new generation updates the
-// store's and the tracker's admission gates and the subscriptions at
-// once. While recording, discovery installs the gates itself under the
-// order lock, at the recorded point (a follower that read an older
-// snapshot must not install it afterwards), and this follower only
-// reconciles the subscriptions.
+// startEventPlane starts the event-plane subscriptions, kv_metrics and,
+// while KV-aware selection is on, kv-events, both into the core, and
+// follows the registry: each new generation reconciles the subscriptions.
+// The core moves its own admission gates at each publish.
 //
 // Both families share the MaxSubscriptions budget: kv_metrics takes what
 // it needs first (load signals matter to every picker), kv-events what is
-// left. A second goroutine applies the KVStaleAfter rule.
+// left. A ticker drives the core's time rules (the kv-events staleness
+// rule) on the wall clock.
 func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 	policy, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
-	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
-	var sink, kvs eventplane.Sink = load.Subscriber{Store: s.loads}, kvSink{s.tracker}
-	if s.rec != nil {
-		sink, kvs = s.rec.sink(), s.rec.kvSink()
-	}
 	clk := clock.Real{}
 	s.loadSubs = eventplane.NewSupervisor(eventplane.Family{
-		Topic: discovery.TopicLoad, Limits: envelope.LoadLimits, Sink: sink,
+		Topic: discovery.TopicLoad, Limits: envelope.LoadLimits, Sink: loadSink{s.core},
 	}, policy, clk, s.log.With("component", "load"), s.metrics.Load.Count)
 	s.metrics.Registry.MustRegister(&metrics.LoadCollector{
-		Subscriptions: s.loadSubs.Subscriptions, Store: s.loads, Now: time.Now})
+		Subscriptions: s.loadSubs.Subscriptions, Store: s.core.Store(), Now: time.Now})
 	s.kvSubs = eventplane.NewSupervisor(eventplane.Family{
-		Topic: discovery.TopicKVEvents, Limits: envelope.KVEventLimits, Sink: kvs,
+		Topic: discovery.TopicKVEvents, Limits: envelope.KVEventLimits, Sink: kvSink{s.core},
 	}, policy, clk, s.log.With("component", "kv"), s.metrics.KV.CountSubscription)
-	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.tracker.Size})
-	after, every := o.kvStaleAfter, o.kvStaleEvery
-	if after <= 0 {
-		after = KVStaleAfter
-	}
+	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.core.Tracker().Size})
+	every := o.tickEvery
 	if every <= 0 {
-		every = kvStaleCheckEvery
+		every = tickEvery
 	}
-	s.kvWatch = newKVStaleWatch(after, s.kvSubs.Subscriptions, s.publisherLost, s.log.With("component", "kv"))
 	s.kvOn.Store(kvActive(cfg))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopFollow, s.followDone, s.watchDone = cancel, make(chan struct{}), make(chan struct{})
-	reg := s.discovery.Registry()
+	s.stopFollow, s.followDone, s.tickDone = cancel, make(chan struct{}), make(chan struct{})
+	reg := s.core.Registry()
 	go func() {
 		defer close(s.followDone)
 		for {
 			changed := reg.Changed()
 			snap := reg.Snapshot()
 			s.warnUnserved(snap)
-			if s.rec == nil {
-				s.loads.SetLive(snap)
-				s.tracker.SetLive(snap)
-			}
 			n := s.loadSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions)
 			if s.kvOn.Load() {
 				s.kvSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions-n)
 			} else {
 				s.kvSubs.Stop()
 			}
-			// Subscriptions that just stopped lose their ranks now.
-			s.kvWatch.check(clk.Now())
 			select {
 			case <-changed:
 			case <-s.kick:
@@ -253,32 +243,18 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 		}
 	}()
 	go func() {
-		defer close(s.watchDone)
+		defer close(s.tickDone)
 		for clock.Sleep(clk, every, ctx.Done()) {
-			s.kvWatch.check(clk.Now())
+			s.core.Tick(clk.Now())
 		}
 	}()
 	return nil
 }
 
-// publisherLost applies a lost kv-events publisher to the tracker, under
-// the order lock and recorded when recording.
-func (s *Server) publisherLost(ev events.KVPublisherLost) int {
-	if s.rec != nil {
-		return s.rec.kvLost(ev)
-	}
-	return s.tracker.PublisherLost(ev)
-}
-
-// newPicker builds the picker cfg asks for (PickerName).
-func (s *Server) newPicker(cfg *config.Config) picker.Picker {
-	p, err := picker.New(PickerName(cfg), picker.Deps{Store: s.loads, Tracker: s.tracker,
-		KV: coreconfig.KVOptions(cfg.Dynamo.KV), Seed: s.seed,
-		Count: s.metrics.Selection.Count, KVCount: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize})
-	if err != nil {
-		panic(err) // both names are known and the tracker is set
-	}
-	return p
+// outcome records how a pinned request ended.
+func (s *Server) outcome(o gateway.Outcome) {
+	s.core.Outcome(core.Outcome{At: o.End, RequestID: o.RequestID, Status: o.Status, Error: o.Error,
+		PromptTokens: int(min(o.PromptTokens, 1<<31-1)), OutputTokens: o.OutputTokens, TTFT: o.TTFT, E2E: o.E2E, ITL: o.ITL})
 }
 
 // maxBlockSizeWarnings bounds the (model, block size) pairs remembered
@@ -303,32 +279,34 @@ func (s *Server) warnBlockSize(model string, blockSize int) {
 	}
 }
 
-// reloadKV applies a change of dynamo.kv: turning KV-aware selection on or
-// off swaps the picker in the holder (a recording's decorator stays on
-// top) and starts or stops the kv-events subscriptions; with it on, every
-// selection setting reaches the running picker at its next pick.
-func (s *Server) reloadKV(old, cfg *config.Config) {
-	was, is := kvActive(old), kvActive(cfg)
-	ko, kn := coreconfig.KVOptions(old.Dynamo.KV), coreconfig.KVOptions(cfg.Dynamo.KV)
-	if s.rec != nil && (was != is || is && !kvOptionsEqual(ko, kn)) {
-		s.log.Warn("KV-aware selection changed while recording: a replay of this recording uses the settings the process started with")
+// reloadCore hands the core the settings cfg asks for, as a recorded
+// ConfigChanged input when they changed: turning KV-aware selection on or
+// off swaps the picker (and starts or stops the kv-events subscriptions),
+// new KV settings reach the next pick, a new max_staleness the load store.
+func (s *Server) reloadCore(cfg *config.Config) {
+	next := s.coreSettings(cfg)
+	cur := s.core.Settings()
+	if next.Picker == cur.Picker && next.MaxStaleness == cur.MaxStaleness && kvOptionsEqual(next.KV, cur.KV) {
+		return
 	}
-	s.pickMu.Lock()
-	defer s.pickMu.Unlock()
-	if was != is {
-		s.active = s.newPicker(cfg)
-		s.picker.Set(s.active)
-		s.kvOn.Store(is)
+	if err := s.core.Configure(time.Now(), next); err != nil {
+		s.log.Error("routing settings not applied", "error", err) // not reached: both pickers are known
+		return
+	}
+	if next.Picker != cur.Picker {
+		s.kvOn.Store(kvActive(cfg))
 		select {
 		case s.kick <- struct{}{}:
 		default:
 		}
-		s.log.Info("picker replaced", "picker", PickerName(cfg))
-		return
+		s.log.Info("picker replaced", "picker", next.Picker)
 	}
-	if is {
-		s.active.(interface{ SetKVOptions(picker.KVOptions) }).SetKVOptions(kn)
-	}
+}
+
+// coreSettings are the routing settings of cfg.
+func (s *Server) coreSettings(cfg *config.Config) core.Settings {
+	return core.Settings{Picker: PickerName(cfg), KV: coreconfig.KVOptions(cfg.Dynamo.KV),
+		MaxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), KVStaleAfter: s.kvStaleAfter}
 }
 
 func loadPolicy(cfg *config.Config) (eventplane.Policy, error) {
@@ -438,10 +416,6 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
 	s.gateway.Reload(cfg)
-	if s.rec != nil && cfg.Dynamo.Load.MaxStaleness != old.Dynamo.Load.MaxStaleness {
-		s.log.Warn("dynamo.load.max_staleness changed while recording: a replay of this recording uses the value the process started with")
-	}
-	s.loads.SetMaxStaleness(cfg.Dynamo.Load.MaxStaleness.Std())
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
 		policy, err := loadPolicy(cfg)
@@ -451,7 +425,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			s.kvSubs.SetPolicy(policy)
 		}
 	}
-	s.reloadKV(old, cfg)
+	s.reloadCore(cfg)
 	s.discovery.Apply(s.effective(cfg))
 	s.log.Info("configuration reloaded")
 	return nil
@@ -461,10 +435,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // Loads is the load store.
-func (s *Server) Loads() *load.Store { return s.loads }
+func (s *Server) Loads() *load.Store { return s.core.Store() }
 
 // KV is the KV tracker (the index the KV-aware picker matches against).
-func (s *Server) KV() *kv.Tracker { return s.tracker }
+func (s *Server) KV() *kv.Tracker { return s.core.Tracker() }
+
+// Registry is the routing core's registry.
+func (s *Server) Registry() *discovery.Registry { return s.core.Registry() }
 
 // Discovery exposes the discovery supervisor (registry, status).
 func (s *Server) Discovery() *discoverysource.Supervisor { return s.discovery }
@@ -502,12 +479,15 @@ func (s *Server) Close() {
 		if s.stopFollow != nil {
 			s.stopFollow()
 			<-s.followDone
-			<-s.watchDone
+			<-s.tickDone
 			s.loadSubs.Stop()
 			s.kvSubs.Stop()
 		}
-		if s.rec != nil {
-			s.rec.stop()
+		if s.core != nil {
+			// Inputs still arriving are applied but no longer recorded,
+			// so closing the recorder afterwards loses nothing it was
+			// given.
+			s.core.SetPort(nil)
 		}
 		if s.etcd != nil {
 			s.etcd.Close()

@@ -203,7 +203,7 @@ func TestLoadSignalsEndToEnd(t *testing.T) {
 
 	// Reloads: max_staleness applies at once; a dial-policy change restarts
 	// only the subscriptions (the fleet and its samples' store stay).
-	gen := srv.Discovery().Registry().Generation()
+	gen := srv.Registry().Generation()
 	narrow := embeddedConfig("tok")
 	narrow.Dynamo.Load.MaxStaleness = config.Duration(7 * time.Second)
 	narrow.Dynamo.Load.DirectAllowCIDRs = []string{"10.0.0.0/8"}
@@ -223,7 +223,7 @@ func TestLoadSignalsEndToEnd(t *testing.T) {
 	eventually(t, "the refused dial", func() bool { return subState() == "backoff" })
 	require.NoError(t, srv.Reload(embeddedConfig("tok")))
 	eventually(t, "the reconnect", func() bool { return subState() == "connected" })
-	require.Equal(t, gen, srv.Discovery().Registry().Generation(), "discovery was not touched")
+	require.Equal(t, gen, srv.Registry().Generation(), "discovery was not touched")
 
 	// The worker dies: its series, sample and subscription go.
 	reg.Kill()

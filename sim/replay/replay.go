@@ -144,8 +144,9 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 	if info.Kind == "live" {
 		seed = info.Seed
 	}
+	cleared := &clearedPublishers{}
 	rc, err := core.New(core.Options{Picker: pickerName, Seed: seed, MaxStaleness: params.maxStaleness,
-		KV: params.kv})
+		KV: params.kv, Port: cleared})
 	if err != nil {
 		return nil, err
 	}
@@ -170,18 +171,47 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 		case events.LoadConnected:
 			rep.Inputs++
 			rc.LoadConnected(v)
+		case events.KVSubscribed:
+			rep.Inputs++
+			rc.KVSubscribed(v)
 		case events.KVConnected:
 			rep.Inputs++
 			rc.KVConnected(v)
-		case recorder.KVMessage:
+		case events.KVDisconnected:
 			rep.Inputs++
+			rc.KVDisconnected(v)
+		case events.KVUnsubscribed:
+			rep.Inputs++
+			rc.KVUnsubscribed(v)
+		case events.Tick:
+			rep.Inputs++
+			rc.Tick(v)
+		case recorder.ConfigChanged:
+			rep.Inputs++
+			if !rep.samePicker {
+				// A counterfactual keeps its own picker; the other
+				// settings change as they did.
+				v.Picker = rc.Settings().Picker
+			}
+			if err := rc.Configure(v); err != nil {
+				return fmt.Errorf("replay: configuration change at seq %d: %w", e.Seq, err)
+			}
+		case recorder.KVMessage:
 			if v.Frames == nil && v.Result == kv.PublisherLostResult {
-				// A lost publisher, recorded only when it cleared ranks.
+				// A publisher whose ranks were cleared. Since the rule
+				// runs in the core, this is an output of the tick or the
+				// unsubscription before it, which the replayed core must
+				// have produced too; in older recordings it is the input.
+				if cleared.take(v.Namespace, v.PublisherID) {
+					break
+				}
+				rep.Inputs++
 				if rc.KVPublisherLost(events.KVPublisherLost{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID}) == 0 {
 					rep.KVResultMismatches++
 				}
 				break
 			}
+			rep.Inputs++
 			ev := v.KVMessage
 			if res := rc.KVMessage(&ev); res != v.Result {
 				rep.KVResultMismatches++
@@ -217,10 +247,34 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	// Publishers the replay cleared that the recording did not.
+	rep.KVResultMismatches += len(cleared.pending)
 	for i := range rep.Divergences {
 		rep.Divergences[i].At -= time.Duration(start.UnixNano())
 	}
 	return rep, nil
+}
+
+// clearedPublishers is the replayed core's port: it keeps the publishers
+// the core cleared (kv-events outputs without frames) until the recorded
+// row of the same clearing is read.
+type clearedPublishers struct {
+	pending []core.KVApplied
+}
+
+func (c *clearedPublishers) Record(out core.Output) {
+	if a, ok := out.(core.KVApplied); ok && a.Frames == nil && a.Result == kv.PublisherLostResult {
+		c.pending = append(c.pending, a)
+	}
+}
+
+// take consumes the oldest pending clearing if it is the publisher's.
+func (c *clearedPublishers) take(namespace string, publisherID uint64) bool {
+	if len(c.pending) == 0 || c.pending[0].Namespace != namespace || c.pending[0].PublisherID != publisherID {
+		return false
+	}
+	c.pending = c.pending[1:]
+	return true
 }
 
 type pick struct {

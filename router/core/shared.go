@@ -1,0 +1,178 @@
+package core
+
+import (
+	"sync"
+	"time"
+
+	"switchyard/router/clock"
+	"switchyard/router/discovery"
+	"switchyard/router/envelope"
+	"switchyard/router/events"
+	"switchyard/router/kv"
+	"switchyard/router/load"
+	"switchyard/router/picker"
+)
+
+// Shared is a Core for a host whose inputs arrive on many goroutines (the
+// live server: discovery watches, one goroutine per event-plane
+// subscription, one per HTTP request, a ticker). One lock serialises every
+// input, so the core applies them, and its port records them, in one
+// order; a replay of that record applies them in the same order.
+//
+// Times entering the core lose their monotonic clock reading (Round(0)):
+// durations the core computes are then the wall-clock durations a replay
+// computes from the recorded times.
+type Shared struct {
+	mu  sync.Mutex
+	c   *Core
+	clk clock.Clock
+}
+
+// NewShared serialises c; clk stamps the inputs that carry no time of
+// their own (Ended).
+func NewShared(c *Core, clk clock.Clock) *Shared { return &Shared{c: c, clk: clk} }
+
+// Discovery applies a discovery batch and publishes (discoverysource's
+// target).
+func (s *Shared) Discovery(batch []events.Event) {
+	batch = wallClock(batch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Discovery(batch)
+}
+
+// LoadConnected reports a (re)connected kv_metrics subscription.
+func (s *Shared) LoadConnected(namespace string, publisherID uint64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.LoadConnected(events.LoadConnected{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+}
+
+// LoadMessage applies one kv_metrics message.
+func (s *Shared) LoadMessage(namespace string, publisherID uint64, frames [][]byte, at time.Time) envelope.Result {
+	ev := events.LoadMessage{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Frames: frames}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.LoadMessage(&ev)
+}
+
+// KVSubscribed, KVConnected, KVDisconnected and KVUnsubscribed report a
+// kv-events subscription's life (see kvstale.go).
+func (s *Shared) KVSubscribed(namespace string, publisherID uint64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.KVSubscribed(events.KVSubscribed{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+}
+
+func (s *Shared) KVConnected(namespace string, publisherID uint64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.KVConnected(events.KVConnected{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+}
+
+func (s *Shared) KVDisconnected(namespace string, publisherID uint64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.KVDisconnected(events.KVDisconnected{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+}
+
+func (s *Shared) KVUnsubscribed(namespace string, publisherID uint64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.KVUnsubscribed(events.KVUnsubscribed{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+}
+
+// KVMessage applies one kv-events message.
+func (s *Shared) KVMessage(namespace string, publisherID uint64, frames [][]byte, at time.Time) string {
+	ev := events.KVMessage{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Frames: frames}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.KVMessage(&ev)
+}
+
+// Tick applies the time-driven rules at now.
+func (s *Shared) Tick(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Tick(events.Tick{At: now.Round(0)})
+}
+
+// Configure applies a configuration change at now.
+func (s *Shared) Configure(now time.Time, settings Settings) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Configure(ConfigChanged{At: now.Round(0), Settings: settings})
+}
+
+// Pick asks the core for pins. The pick sees the registry as of its place
+// in the order of inputs, not as of when its caller arrived.
+func (s *Shared) Pick(req picker.Request) (picker.Selection, bool) {
+	req.Now = req.Now.Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Pick(Arrival{Req: req})
+}
+
+// Ended reports that a pinned request ended unserved.
+func (s *Shared) Ended(req picker.Request, sel picker.Selection) {
+	at := s.clk.Now().Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Ended(req, sel, at, "")
+}
+
+// Outcome records how a request ended.
+func (s *Shared) Outcome(o Outcome) {
+	o.At = o.At.Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Outcome(o)
+}
+
+// SetPort replaces the output port; once it returns, no input reaches the
+// old port.
+func (s *Shared) SetPort(p Port) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.SetPort(p)
+}
+
+// Settings are the settings in force.
+func (s *Shared) Settings() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Settings()
+}
+
+// Snapshot, Registry, Store and Tracker may be read without the lock.
+func (s *Shared) Snapshot() *discovery.Snapshot { return s.c.Snapshot() }
+func (s *Shared) Registry() *discovery.Registry { return s.c.Registry() }
+func (s *Shared) Store() *load.Store            { return s.c.Store() }
+func (s *Shared) Tracker() *kv.Tracker          { return s.c.Tracker() }
+
+// wallClock returns the batch with every event time stripped of its
+// monotonic clock reading (a copy: the source owns its slice).
+func wallClock(batch []events.Event) []events.Event {
+	out := make([]events.Event, len(batch))
+	for i, ev := range batch {
+		switch e := ev.(type) {
+		case events.DiscoveryPut:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryDelete:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryResync:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryPrune:
+			e.At = e.At.Round(0)
+			ev = e
+		case events.DiscoveryReset:
+			e.At = e.At.Round(0)
+			ev = e
+		}
+		out[i] = ev
+	}
+	return out
+}
