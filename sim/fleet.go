@@ -36,6 +36,9 @@ type worker struct {
 	alive   bool
 	stalled bool
 	failing bool
+	// partitioned: the router cannot reach the worker's publishers; their
+	// messages are lost and its subscriptions have no session.
+	partitioned bool
 	// slow multiplies decode step times (1 = normal); engines read it
 	// through slowTiming.
 	slow float64

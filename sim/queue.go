@@ -16,9 +16,10 @@ type Action func(now time.Time)
 // item times are nanoseconds since the loop's start: integer compares,
 // and no pointer besides the action for the collector to scan.
 type item struct {
-	at  int64
-	seq uint64
-	run Action
+	at         int64
+	seq        uint64
+	run        Action
+	background bool
 }
 
 // items is a binary min-heap by (at, seq). Hand-written rather than
@@ -78,6 +79,9 @@ type Loop struct {
 	q     items
 	seq   uint64
 	fired uint64
+	// foreground counts scheduled events that are not Background: Run
+	// stops when none is left.
+	foreground int
 }
 
 // NewLoop starts a loop with its clock at start.
@@ -85,11 +89,22 @@ func NewLoop(start time.Time) *Loop { return &Loop{Clock: clock.NewVirtual(start
 
 // At schedules run at t; a time in the past runs at the current time.
 func (l *Loop) At(t time.Time, run Action) {
+	l.foreground++
+	l.schedule(t, run, false)
+}
+
+// Background schedules run at t as a timer that keeps no run alive: Run
+// ends when only background events are left, so a timer set for later
+// (the routing core's staleness rule) neither runs past the workload nor
+// stretches the simulated time.
+func (l *Loop) Background(t time.Time, run Action) { l.schedule(t, run, true) }
+
+func (l *Loop) schedule(t time.Time, run Action, background bool) {
 	if now := l.Clock.Now(); t.Before(now) {
 		t = now
 	}
 	l.seq++
-	l.q.push(item{at: int64(t.Sub(l.start)), seq: l.seq, run: run})
+	l.q.push(item{at: int64(t.Sub(l.start)), seq: l.seq, run: run, background: background})
 }
 
 // After schedules run d after the current time.
@@ -108,6 +123,9 @@ func (l *Loop) Step() bool {
 		return false
 	}
 	it := l.q.pop()
+	if !it.background {
+		l.foreground--
+	}
 	at := l.start.Add(time.Duration(it.at))
 	l.Clock.AdvanceTo(at)
 	l.fired++
@@ -124,8 +142,8 @@ func (l *Loop) RunUntil(end time.Time) {
 	l.Clock.AdvanceTo(end)
 }
 
-// Run runs until no event is left.
+// Run runs until no foreground event is left.
 func (l *Loop) Run() {
-	for l.Step() {
+	for l.foreground > 0 && l.Step() {
 	}
 }

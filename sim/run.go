@@ -187,7 +187,7 @@ func (r *Run) start() {
 	r.loop.At(seedAt, func(now time.Time) {
 		r.core.Discovery([]events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}})
 		for _, w := range r.workers {
-			r.subscribe(w, now)
+			r.follow(w, now)
 		}
 	})
 	for _, f := range r.sc.Faults {
@@ -207,12 +207,43 @@ func compareKeys(a, b string) int {
 	return 0
 }
 
+// follow is the router learning of the worker's current publishers from
+// discovery: it starts following them (a kv-events subscription starts
+// without a session) and connects after the subscribe delay.
+func (r *Run) follow(w *worker, now time.Time) {
+	if r.kvEnabled {
+		r.core.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
+		r.staleTimer(now)
+	}
+	r.subscribe(w, now)
+}
+
+// staleTimer runs the core's time rules when a kv-events subscription
+// that lost its session at down has been without one for
+// core.KVStaleAfter: the core's timer, as a live host's ticker.
+func (r *Run) staleTimer(down time.Time) {
+	r.loop.Background(down.Add(core.KVStaleAfter), func(now time.Time) {
+		r.core.Tick(events.Tick{At: now})
+	})
+}
+
+// kvDisconnected ends the router's session with the worker's kv-events
+// publisher, if it had one.
+func (r *Run) kvDisconnected(w *worker, now time.Time) {
+	if !w.kvPub.subscribed {
+		return
+	}
+	w.kvPub.subscribed = false
+	r.core.KVDisconnected(events.KVDisconnected{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
+	r.staleTimer(now)
+}
+
 // subscribe connects the router to the worker's current publishers after
 // the subscribe delay; messages published before then are lost.
 func (r *Run) subscribe(w *worker, now time.Time) {
 	id, kvID := w.pub.id, w.kvPub.id
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
-		if !w.alive {
+		if !w.alive || w.partitioned {
 			return
 		}
 		if w.pub.id == id && !w.pub.subscribed {
@@ -237,6 +268,9 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 	}
 	id := w.pub.id
 	r.deliver(now, func(at time.Time) {
+		if w.partitioned {
+			return // lost in the network
+		}
 		r.summary.LoadMessages++
 		r.core.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
 	})
@@ -249,6 +283,9 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 	}
 	id := w.kvPub.id
 	r.deliver(now, func(at time.Time) {
+		if w.partitioned {
+			return // lost in the network
+		}
 		r.summary.KVMessages++
 		r.core.KVMessage(&events.KVMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
 	})
@@ -479,13 +516,16 @@ func (r *Run) inject(f Fault, now time.Time) {
 	case FaultKill:
 		w.alive = false
 		w.failJobs(now, "worker died")
+		r.kvDisconnected(w, now) // the connection closes with the process
 		keys := discoveryRecords(w.records)
+		kvID := w.kvPub.id
 		r.loop.At(now.Add(r.sc.Network.LeaseTTL.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
 			batch := make([]events.Event, 0, len(keys))
 			for i, kv := range keys {
 				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key, Revision: int64(i + 2)})
 			}
 			r.core.Discovery(batch)
+			r.unfollow(kvID, at)
 		})
 	case FaultStall:
 		if !w.stalled {
@@ -505,6 +545,8 @@ func (r *Run) inject(f Fault, now time.Time) {
 		}
 	case FaultRestartPublisher:
 		old := w.records
+		oldKV := w.kvPub.id
+		r.kvDisconnected(w, now) // the old socket closes
 		w.newPublisher()
 		w.records = registrar.Records(w.registrarWorker(), w.id)
 		var batchKV []events.DiscoveryRecord
@@ -528,8 +570,9 @@ func (r *Run) inject(f Fault, now time.Time) {
 				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key})
 			}
 			r.core.Discovery(batch)
+			r.unfollow(oldKV, at)
 			if w.alive {
-				r.subscribe(w, at)
+				r.follow(w, at)
 			}
 		})
 		for _, rk := range w.ranks {
@@ -566,8 +609,27 @@ func (r *Run) inject(f Fault, now time.Time) {
 			r.core.Discovery([]events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
 				DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}})
 		})
+	case FaultPartition:
+		if !w.partitioned {
+			w.partitioned = true
+			w.pub.subscribed = false
+			r.kvDisconnected(w, now)
+		}
+	case FaultHeal:
+		if w.partitioned {
+			w.partitioned = false
+			r.subscribe(w, now)
+		}
 	default:
 		r.log().Warn("unknown fault", "kind", f.Kind)
+	}
+}
+
+// unfollow is the router dropping a kv-events publisher that left
+// discovery.
+func (r *Run) unfollow(kvID uint64, at time.Time) {
+	if r.kvEnabled {
+		r.core.KVUnsubscribed(events.KVUnsubscribed{At: at, Namespace: r.sc.Namespace, PublisherID: kvID})
 	}
 }
 

@@ -187,10 +187,12 @@ const (
 	FaultFail             FaultKind = "fail"              // requests reaching the worker fail (a 5xx)
 	FaultRecover          FaultKind = "recover"           // slow and fail end
 	FaultMalformedRecord  FaultKind = "malformed_record"  // an undecodable discovery record under the worker's prefix
+	FaultPartition        FaultKind = "partition"         // the network between the router and the worker's publishers fails
+	FaultHeal             FaultKind = "heal"              // a partition ends; the subscriptions reconnect
 )
 
 var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset,
-	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord}
+	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord, FaultPartition, FaultHeal}
 
 // SLO bounds used for goodput.
 type SLO struct {

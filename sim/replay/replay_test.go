@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"switchyard/router/core"
+	"switchyard/router/events"
 	"testing"
 	"time"
 
@@ -233,5 +235,61 @@ func TestSimulatedRecordingsAreByteIdentical(t *testing.T) {
 	}
 	if c := dump(t, record(t, strings.Replace(kvScenario, "seed: 21", "seed: 22", 1))); c == a {
 		t.Fatal("another seed recorded the identical run")
+	}
+}
+
+// A kv-events publisher the router cannot reach (a partition) has its
+// blocks cleared by the core's staleness rule exactly core.KVStaleAfter
+// after its session ended, on the simulated clock; the recording holds the
+// disconnect, the tick and the clearing, and replays exactly. A publisher
+// that heals in time keeps its blocks.
+func TestPartitionedPublisherIsLostAfterSixtySeconds(t *testing.T) {
+	const partitioned = `
+seed: 9
+picker: kv
+fleet:
+  - {role: aggregated, count: 3}
+workload:
+  shared_prefix: {rate: 4, count: 400, groups: 6, users_per_group: 4, system_tokens: 512, question_tokens: 96, output: {min: 8, max: 24}}
+faults:
+  - {at: 5s, worker: 0, kind: partition}
+  - {at: 20s, worker: 1, kind: partition}
+  - {at: 40s, worker: 1, kind: heal}
+`
+	path := record(t, partitioned)
+	rd := open(t, path)
+	rep, err := Run(rd, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() || rep.Selections != 400 {
+		t.Fatalf("report %+v", rep)
+	}
+	var disconnected, lost []time.Duration
+	var ticks int
+	var lostIDs []uint64
+	err = rd.Entries(rep.RunID, func(e recorder.Entry) error {
+		at := e.At.Sub(sim.Epoch)
+		switch v := e.Value.(type) {
+		case events.KVDisconnected:
+			disconnected = append(disconnected, at)
+		case events.Tick:
+			ticks++
+		case recorder.KVMessage:
+			if v.Frames == nil {
+				lost = append(lost, at)
+				lostIDs = append(lostIDs, v.PublisherID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(disconnected) != 2 || disconnected[0] != 5*time.Second || disconnected[1] != 20*time.Second {
+		t.Fatalf("disconnects at %v, want 5s and 20s", disconnected)
+	}
+	if len(lost) != 1 || lost[0] != 5*time.Second+core.KVStaleAfter || ticks != 1 {
+		t.Fatalf("publishers cleared at %v (%d ticks), want once at 65s", lost, ticks)
 	}
 }
