@@ -19,8 +19,10 @@ import (
 //     KVStaleAfter loses its publisher's ranks, once per episode;
 //   - KVUnsubscribed loses them at once: nobody follows the publisher.
 //
-// A Tick is recorded only when it clears something (it changes nothing
-// otherwise), so a replay ticks exactly where the live process acted.
+// A Tick is recorded only when it acts (some subscription reached
+// KVStaleAfter, whether or not its publisher had ranks left to clear); a
+// tick that acts on nothing changes nothing, so a replay ticks exactly
+// where the live process acted.
 
 type publisherKey struct {
 	namespace string

@@ -84,8 +84,8 @@ type Selection struct {
 	Candidates []picker.Candidate
 }
 
-// Ended: the router told the picker that a pinned request ended unserved
-// (picker.Picker.Ended).
+// Ended: a pinned request ended unserved, and the core released what its
+// pick charged (Core.Ended).
 type Ended struct {
 	At        time.Time
 	RequestID uint64

@@ -35,7 +35,7 @@ type Snapshotter interface {
 
 // Pinner chooses the workers a request is pinned to and hears when a
 // pinned request ended unserved: the routing core, as its host serialises
-// it (the live server's core.Core). The selection must be reported to the
+// it (the live server's core.Shared). The selection must be reported to the
 // same Pinner through Ended once, unless the request was served.
 type Pinner interface {
 	Pick(req picker.Request) (picker.Selection, bool)

@@ -105,7 +105,7 @@ type Candidate struct {
 
 // Explainer is implemented by pickers that can list the candidates of
 // their last pick. The caller must serialise Pick and Candidates (the
-// recorder does): a concurrent pick replaces the list.
+// routing core does): a concurrent pick replaces the list.
 type Explainer interface {
 	Candidates(dst []Candidate) []Candidate
 }

@@ -330,8 +330,9 @@ func TestLiveKVRecordingReplaysExactly(t *testing.T) {
 // The 60 s rule in a running router, shortened: a worker's kv-events
 // publisher goes away while the worker stays registered; once its
 // subscription has been without a session for the stale time, the blocks
-// it reported leave the index, with one warning. Recorded, the clearing
-// is an input a replay applies at the same point.
+// it reported leave the index, with one warning. Recorded, the session
+// events and the tick that cleared it are inputs a replay applies at the
+// same points, and the clearing their output.
 func TestKVStalePublisherIsCleared(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stale.db")
 	cfg := embeddedConfig("tok")

@@ -366,20 +366,31 @@ func loadMessages(t *testing.T, path string) uint64 {
 // benchCore is a four-worker fleet with fresh samples in the live
 // server's core, recorded to w when it is set.
 func benchCore(b *testing.B, w *recorder.Writer) (*core.Shared, []*testWorker) {
-	shared := newSharedCore(b, w)
+	var port core.Port
+	if w != nil {
+		port = w
+	}
+	c, workers := benchFleet(b, port)
+	return core.NewShared(c, clock.Real{}), workers
+}
+
+// benchFleet is the same fleet in a bare core.
+func benchFleet(b *testing.B, port core.Port) (*core.Core, []*testWorker) {
+	c, err := core.New(core.Options{Picker: picker.NameLoad, Port: port})
+	require.NoError(b, err)
 	workers := []*testWorker{newTestWorker(0x11, "prefill"), newTestWorker(0x12, "prefill"),
 		newTestWorker(0x21, "decode"), newTestWorker(0x22, "decode")}
 	var batch []events.Event
 	for _, tw := range workers {
 		batch = append(batch, tw.puts(time.Now())...)
 	}
-	shared.Discovery(batch)
+	c.Discovery(batch)
 	for _, tw := range workers {
 		tw.seq++
-		shared.LoadMessage("dynamo", tw.pid.Load(), wire.LoadMessage(tw.pid.Load(), tw.seq,
-			wire.ActiveLoad{WorkerID: tw.id, KVUsedBlocks: wire.U64(10)}, time.Now()), time.Now())
+		c.LoadMessage(&events.LoadMessage{At: time.Now(), Namespace: "dynamo", PublisherID: tw.pid.Load(),
+			Frames: wire.LoadMessage(tw.pid.Load(), tw.seq, wire.ActiveLoad{WorkerID: tw.id, KVUsedBlocks: wire.U64(10)}, time.Now())})
 	}
-	return shared, workers
+	return c, workers
 }
 
 func benchWriter(b *testing.B) *recorder.Writer {
@@ -447,14 +458,7 @@ func BenchmarkCoreLock(b *testing.B) {
 		return picker.Request{ID: uint64(i) + 1, Model: "m", Namespaces: []string{"dynamo"}, PromptTokens: 512, Now: time.Now()}
 	}
 	b.Run("bare", func(b *testing.B) {
-		c, err := core.New(core.Options{Picker: picker.NameLoad})
-		require.NoError(b, err)
-		workers := []*testWorker{newTestWorker(0x11, "prefill"), newTestWorker(0x21, "decode"), newTestWorker(0x22, "decode")}
-		var batch []events.Event
-		for _, tw := range workers {
-			batch = append(batch, tw.puts(time.Now())...)
-		}
-		c.Discovery(batch)
+		c, _ := benchFleet(b, nil)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
