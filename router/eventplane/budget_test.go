@@ -18,7 +18,7 @@ import (
 // nullSink takes messages and does nothing with them.
 type nullSink struct{}
 
-func (nullSink) Connected(string, uint64, time.Time) {}
+func (nullSink) Connected(string, uint64, time.Time)         {}
 func (nullSink) Deliver(string, uint64, [][]byte, time.Time) {}
 
 func publishers(topic string, from, n int) []*discovery.Publisher {
