@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -71,6 +72,8 @@ func StartEmbedded(dir, listen string) (*Embedded, error) {
 }
 
 // Start starts a member and waits until it serves or ReadyTimeout passes.
+// Ports left 0 are picked free; if another process takes one before etcd
+// binds it, Start picks again (up to portAttempts times).
 func Start(o Options) (*Embedded, error) {
 	if o.Dir == "" {
 		return nil, errors.New("embedded etcd: data dir is required")
@@ -78,6 +81,31 @@ func Start(o Options) (*Embedded, error) {
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = DefaultReadyTimeout
 	}
+	for attempt := 1; ; attempt++ {
+		e, err := start(o)
+		if err == nil || attempt == portAttempts || !errors.Is(err, syscall.EADDRINUSE) || !picksPorts(o) {
+			return e, err
+		}
+	}
+}
+
+// portAttempts bounds Start's retries when a picked port was taken.
+const portAttempts = 5
+
+// picksPorts reports whether Start picks a port for o.
+func picksPorts(o Options) bool {
+	return portZero(o.ClientAddr) || portZero(o.PeerAddr)
+}
+
+func portZero(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}
+
+func start(o Options) (*Embedded, error) {
 	var err error
 	if o.ClientAddr, err = resolvePort(o.ClientAddr, "127.0.0.1"); err != nil {
 		return nil, fmt.Errorf("embedded etcd: client address: %w", err)
@@ -154,8 +182,8 @@ func (e *Embedded) Close() {
 
 // resolvePort fills an empty host with defHost and replaces port 0 by a
 // port that was free a moment ago. etcd needs concrete URLs to advertise,
-// so it cannot simply be handed ":0"; the small race with another process
-// taking the port first is accepted.
+// so it cannot simply be handed ":0"; another process may take the port
+// first, and Start then picks again.
 func resolvePort(addr, defHost string) (string, error) {
 	host, port := defHost, "0"
 	if addr != "" {

@@ -2,7 +2,10 @@ package embedded
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,5 +87,26 @@ func TestStartReportsBusyPort(t *testing.T) {
 	if other, err := StartEmbedded(t.TempDir(), e.Options().ClientAddr); err == nil {
 		other.Close()
 		t.Fatal("second member on a busy port started")
+	}
+}
+
+// A port another process holds fails the start with an error Start
+// recognises as a taken port (what makes it pick again when it chose the
+// port itself).
+func TestTakenPortIsRecognised(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = Start(Options{Dir: t.TempDir(), ClientAddr: l.Addr().String()})
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("err = %v, want one wrapping EADDRINUSE", err)
+	}
+	if picksPorts(Options{ClientAddr: l.Addr().String(), PeerAddr: l.Addr().String()}) {
+		t.Fatal("fixed ports are not picked")
+	}
+	if !picksPorts(Options{ClientAddr: l.Addr().String()}) || !picksPorts(Options{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:1"}) {
+		t.Fatal("a port left 0 or empty is picked")
 	}
 }
