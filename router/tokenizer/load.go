@@ -307,6 +307,9 @@ func (m *bpeModel) loadVocab(raw json.RawMessage, limits Limits) (others map[str
 		if err != nil {
 			return nil, invalid(field, "%v", err)
 		}
+		if len(key) > limits.MaxTokenBytes {
+			return nil, fmt.Errorf("%w: %s key %.32q... has %d bytes, limit %d", ErrLimit, field, key, len(key), limits.MaxTokenBytes)
+		}
 		if rawKey, ok := fromByteLevel(key); ok {
 			m.vocab[rawKey] = id
 		} else {
@@ -329,9 +332,6 @@ func vocabEntry(dec *json.Decoder, limits Limits) (string, uint32, error) {
 		return "", 0, err
 	}
 	key, _ := tok.(string)
-	if len(key) > limits.MaxTokenBytes {
-		return "", 0, fmt.Errorf("key of %d bytes, limit %d", len(key), limits.MaxTokenBytes)
-	}
 	if tok, err = dec.Token(); err != nil {
 		return "", 0, err
 	}
