@@ -22,11 +22,11 @@ func tinyDoc() map[string]any {
 		vocab[tok] = 256 + i
 	}
 	return map[string]any{
-		"version":     "1.0",
-		"truncation":  nil,
-		"padding":     nil,
-		"normalizer":  nil,
-		"decoder":     map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+		"version":    "1.0",
+		"truncation": nil,
+		"padding":    nil,
+		"normalizer": nil,
+		"decoder":    map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
 		"added_tokens": []any{
 			addedTok(268, "<|s|>", true), addedTok(269, "<x>", false), addedTok(270, "<x><y>", false),
 		},
