@@ -48,8 +48,10 @@ have_oracle() {
 install_oracle() {
 	have_oracle && return 0
 	if ! command -v npm >/dev/null 2>&1; then
+		# Without the oracle the golden test skips, except under CI, where it fails.
 		echo "install-test-deps: npm is missing; install Node.js (Debian: nodejs npm) for the tokenizer oracle" >&2
-		return 1
+		[ -z "${CI:-}" ]
+		return
 	fi
 	echo "install-test-deps: installing ${ORACLE_PACKAGES[*]} into $ORACLE_DIR" >&2
 	mkdir -p "$ORACLE_DIR"

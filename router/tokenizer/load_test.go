@@ -70,7 +70,7 @@ func preTokenizers(doc map[string]any) []any {
 	return doc["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
 }
 
-func encodeDoc(t *testing.T, doc map[string]any) []byte {
+func encodeDoc(t testing.TB, doc map[string]any) []byte {
 	t.Helper()
 	data, err := json.Marshal(doc)
 	if err != nil {
