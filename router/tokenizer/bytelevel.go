@@ -48,12 +48,3 @@ func fromByteLevel(s string) (raw string, ok bool) {
 	}
 	return string(buf), true
 }
-
-// toByteLevel is the inverse of fromByteLevel.
-func toByteLevel(raw string) string {
-	buf := make([]rune, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		buf = append(buf, byteRunes[raw[i]])
-	}
-	return string(buf)
-}
