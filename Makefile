@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreconfig/... ./router/discovery/... ./router/discoverysource/... \
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
-        ./router/kv/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
+        ./router/kv/... ./router/tokenizer/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
 .PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
 
@@ -42,7 +42,7 @@ demo: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/ ./router/load/ ./router/eventplane/... \
-		./router/picker/ ./router/kv/ ./recorder/
+		./router/picker/ ./router/kv/ ./router/tokenizer/ ./recorder/
 	$(GO) test -run '^$$' -bench MooncakeTrace -benchtime 1x ./sim/
 
 # Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one. FUZZMINTIME caps the time a
@@ -63,6 +63,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/tokenizer/
+	$(GO) test -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/tokenizer/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./recorder/
 	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/

