@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"switchyard/router/kv"
+	"switchyard/router/tokenizer"
 )
 
 func init() { register(newPromptCmd) }
@@ -29,7 +31,7 @@ func newPromptCmd() *cobra.Command {
 		Use:   "prompt",
 		Short: "Inspect prompts as the KV-aware picker sees them",
 	}
-	cmd.AddCommand(newPromptHashCmd())
+	cmd.AddCommand(newPromptHashCmd(), newPromptTokenizeCmd())
 	return cmd
 }
 
@@ -149,4 +151,107 @@ func readTokens(r io.Reader) ([]uint32, error) {
 		return nil, tooLarge()
 	}
 	return tokens, nil
+}
+
+// tokenizeLimits are the router's: the text of one rendered prompt (1 MiB)
+// and its ids (1,048,576, which `prompt hash` accepts), so the command
+// refuses what the router would not tokenize rather than show ids it never
+// computes.
+var tokenizeLimits = tokenizer.DefaultLimits()
+
+func newPromptTokenizeCmd() *cobra.Command {
+	var (
+		tokenizerPath string
+		addSpecial    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "tokenize --tokenizer FILE [--add-special-tokens]",
+		Short: "Print the token ids of the text read from stdin as a JSON array",
+		Long: "Reads text (UTF-8) on stdin, exactly as it arrives, a trailing newline included, and\n" +
+			"prints its token ids under the Hugging Face tokenizer.json FILE as one JSON array,\n" +
+			"the input of `prompt hash`. Special tokens written in the text are recognised;\n" +
+			"the post-processor's (Llama-3's <|begin_of_text|>) are added only with\n" +
+			"--add-special-tokens, since the router tokenizes rendered chats without them.\n" +
+			"At most 1 MiB of text and 1,048,576 ids, the router's bounds.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tok, err := loadTokenizerFile(tokenizerPath)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			text, err := readText(cmd.InOrStdin())
+			if err != nil {
+				return &exitError{1, err}
+			}
+			ids, err := tok.Encode(text, addSpecial)
+			if err != nil {
+				return &exitError{1, encodeError(err)}
+			}
+			out := bufio.NewWriter(cmd.OutOrStdout())
+			out.Write(appendIDsJSON(make([]byte, 0, 8*len(ids)+3), ids))
+			return out.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&tokenizerPath, "tokenizer", "", "the model's Hugging Face tokenizer.json")
+	_ = cmd.MarkFlagRequired("tokenizer")
+	cmd.Flags().BoolVar(&addSpecial, "add-special-tokens", false, "add the post-processor's special tokens (Llama-3: <|begin_of_text|> first)")
+	return cmd
+}
+
+// loadTokenizerFile reads and loads a tokenizer.json, refusing a file over
+// the size cap before reading it.
+func loadTokenizerFile(path string) (*tokenizer.Tokenizer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %w", err)
+	}
+	defer f.Close()
+	limit := int64(tokenizeLimits.MaxFileBytes)
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > limit {
+		return nil, fmt.Errorf("--tokenizer %s: %d bytes, more than the %d a tokenizer.json may have", path, info.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+	}
+	tok, err := tokenizer.Load(data, tokenizeLimits)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// readText reads all of r, within the text bound.
+func readText(r io.Reader) (string, error) {
+	max := int64(tokenizeLimits.MaxTextBytes)
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the text: %w", err)
+	}
+	if int64(len(b)) > max {
+		return "", fmt.Errorf("the input is larger than %d bytes, the most the router tokenizes", max)
+	}
+	return string(b), nil
+}
+
+func encodeError(err error) error {
+	switch {
+	case errors.Is(err, tokenizer.ErrInvalidUTF8):
+		return errors.New("the input is not valid UTF-8 text")
+	case errors.Is(err, tokenizer.ErrTooManyTokens):
+		return fmt.Errorf("the input encodes to more than %d tokens, the most the router hashes", tokenizeLimits.MaxTokens)
+	}
+	return err
+}
+
+// appendIDsJSON writes ids as one JSON array and a newline.
+func appendIDsJSON(b []byte, ids []uint32) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, uint64(id), 10)
+	}
+	return append(b, ']', '\n')
 }
