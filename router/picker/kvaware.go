@@ -124,6 +124,9 @@ func (k *kvPolicy) prepare(req Request, pools *pools) {
 	k.result, k.model = "", req.Model
 	if req.Tokens == nil {
 		k.result = KVTokenizerUnavailable
+		if req.NoTokens != "" {
+			k.result = req.NoTokens
+		}
 		return
 	}
 	add := func(cs []candidate) {

@@ -25,12 +25,17 @@ type Request struct {
 	PromptTokens uint64
 	// Now is the decision time (the request's receipt time).
 	Now time.Time
-	// Tokens are the prompt's token ids when a trusted internal caller
-	// (the simulator, trace replay) supplies them; nil until prompt
-	// rendering lands for client requests. CacheSalt seeds their block
-	// hashes (dynamo-wire.md §5).
+	// Tokens are the prompt's token ids: rendered and tokenized by the
+	// router for client requests (router/prompt), supplied by a trusted
+	// internal caller (the simulator, trace replay), or nil. CacheSalt
+	// seeds their block hashes (dynamo-wire.md §5).
 	Tokens    []uint32
 	CacheSalt string
+	// NoTokens says why Tokens is nil when the caller tried to render the
+	// prompt (a KV selection result: tokenizer_unavailable,
+	// artifact_unpinned, prompt_too_large, render_unavailable); empty
+	// counts tokenizer_unavailable.
+	NoTokens string
 
 	// Route and MaxTokens describe the request to a recording: the
 	// ingress route and the requested output limit (0 when the client set

@@ -1,0 +1,298 @@
+// Package prompt turns a client's request into the token ids the
+// KV-aware picker hashes: the chat template renders the messages, the
+// tokenizer encodes the text, both from the artifacts every worker serving
+// the model agrees on (a Source). Rendering is fleet-authored code run on
+// client-authored data, so it is bounded: a few permits per core, a short
+// wait for one, a total deadline, caps on what goes in and comes out. Over
+// any bound the request is still served; it is scored without the overlap
+// term, and the reason is counted.
+package prompt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+
+	"switchyard/router/picker"
+)
+
+// Encoder encodes text into token ids (router/tokenizer.Tokenizer).
+type Encoder interface {
+	AppendEncode(dst []uint32, text string, addSpecial bool) ([]uint32, error)
+}
+
+// Renderer renders an OpenAI chat body's messages (and tools) into the
+// text the model sees, the generation prompt appended.
+type Renderer interface {
+	Render(ctx context.Context, chatBody []byte) (string, error)
+}
+
+// ErrTooLarge marks a render or an encoding past its caps (rendered text,
+// token count): the prompt is counted prompt_too_large.
+var ErrTooLarge = errors.New("prompt too large")
+
+// Prepared is what one model's prompts are rendered and tokenized with.
+type Prepared struct {
+	Encoder Encoder
+	// Template renders chat requests; nil when the model's artifacts
+	// carry none (chat requests are then render_unavailable).
+	Template Renderer
+	// Key names the artifacts, so a template that overran its deadline
+	// is not run again until they change.
+	Key string
+}
+
+// Source finds the artifacts of a model. When it has none ready it
+// answers why, as a KV selection result: tokenizer_unavailable (the
+// workers disagree, or loading has not finished) or artifact_unpinned.
+type Source interface {
+	Prepared(model string) (*Prepared, string)
+}
+
+// Limits bound one request's rendering.
+type Limits struct {
+	// Permits run renders at once (default: 4 per core, at most 32).
+	Permits int
+	// PermitWait is how long a request waits for a permit (20 ms).
+	PermitWait time.Duration
+	// Deadline bounds a render and its encoding (2 s).
+	Deadline time.Duration
+	// MaxBodyBytes, MaxMessages and MaxTools bound what is rendered
+	// (4 MiB, 4,096 messages, 512 tools).
+	MaxBodyBytes, MaxMessages, MaxTools int
+	// MaxRenderedBytes bounds the rendered text (1 MiB); MaxTokens the
+	// token ids (1,048,576).
+	MaxRenderedBytes, MaxTokens int
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.Permits, min(max(4*runtime.GOMAXPROCS(0), 4), 32))
+	def(&l.MaxBodyBytes, 4<<20)
+	def(&l.MaxMessages, 4096)
+	def(&l.MaxTools, 512)
+	def(&l.MaxRenderedBytes, 1<<20)
+	def(&l.MaxTokens, 1<<20)
+	if l.PermitWait <= 0 {
+		l.PermitWait = 20 * time.Millisecond
+	}
+	if l.Deadline <= 0 {
+		l.Deadline = 2 * time.Second
+	}
+	return l
+}
+
+// Service renders and tokenizes prompts. It is safe for concurrent use.
+type Service struct {
+	src     Source
+	lim     Limits
+	permits chan struct{}
+	count   func(result string)
+	observe func(d time.Duration)
+
+	mu sync.Mutex
+	// overran remembers the artifacts whose template ran past its
+	// deadline; such a render may still hold its permit.
+	overran map[string]bool
+}
+
+// Hooks observe a service: every request's outcome (a KV selection
+// result, or "ok") and the time a finished render took. Either may be nil.
+type Hooks struct {
+	Result func(result string)
+	Render func(d time.Duration)
+}
+
+// New returns a service over src.
+func New(src Source, lim Limits, h Hooks) *Service {
+	lim = lim.withDefaults()
+	s := &Service{src: src, lim: lim, permits: make(chan struct{}, lim.Permits), count: h.Result, observe: h.Render,
+		overran: map[string]bool{}}
+	if s.count == nil {
+		s.count = func(string) {}
+	}
+	if s.observe == nil {
+		s.observe = func(time.Duration) {}
+	}
+	return s
+}
+
+// Limits are the service's bounds, defaults filled in.
+func (s *Service) Limits() Limits { return s.lim }
+
+// Tokens renders and tokenizes a request body for model: a chat body
+// through the model's template, a completions body's prompt string
+// directly (special tokens added, as the frontend encodes it). It returns
+// the ids, or nil and why (a picker KV result).
+func (s *Service) Tokens(ctx context.Context, model string, chat bool, body []byte) ([]uint32, string) {
+	ids, why := s.tokens(ctx, model, chat, body)
+	if why == "" {
+		s.count("ok")
+	} else {
+		s.count(why)
+	}
+	return ids, why
+}
+
+func (s *Service) tokens(ctx context.Context, model string, chat bool, body []byte) ([]uint32, string) {
+	p, why := s.src.Prepared(model)
+	if p == nil {
+		if why == "" {
+			why = picker.KVTokenizerUnavailable
+		}
+		return nil, why
+	}
+	if len(body) > s.lim.MaxBodyBytes {
+		return nil, picker.KVPromptTooLarge
+	}
+	var job func(context.Context) ([]uint32, error)
+	if chat {
+		if p.Template == nil || s.hasOverrun(p.Key) {
+			return nil, picker.KVRenderUnavailable
+		}
+		if why := s.checkChat(body); why != "" {
+			return nil, why
+		}
+		job = func(ctx context.Context) ([]uint32, error) {
+			text, err := p.Template.Render(ctx, body)
+			if err != nil {
+				return nil, err
+			}
+			if len(text) > s.lim.MaxRenderedBytes {
+				return nil, ErrTooLarge
+			}
+			return s.encode(p.Encoder, text, false)
+		}
+	} else {
+		text, ok := completionPrompt(body)
+		if !ok {
+			return nil, picker.KVRenderUnavailable
+		}
+		if len(text) > s.lim.MaxRenderedBytes {
+			return nil, picker.KVPromptTooLarge
+		}
+		job = func(context.Context) ([]uint32, error) { return s.encode(p.Encoder, text, true) }
+	}
+	return s.run(ctx, p.Key, chat, job)
+}
+
+func (s *Service) encode(e Encoder, text string, addSpecial bool) ([]uint32, error) {
+	ids, err := e.AppendEncode(nil, text, addSpecial)
+	if err == nil && len(ids) > s.lim.MaxTokens {
+		err = ErrTooLarge
+	}
+	return ids, err
+}
+
+// checkChat refuses a chat body past the message and tool caps before
+// anything renders it.
+func (s *Service) checkChat(body []byte) string {
+	var shape struct {
+		Messages []json.RawMessage `json:"messages"`
+		Tools    []json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(body, &shape) != nil {
+		return picker.KVRenderUnavailable
+	}
+	if len(shape.Messages) > s.lim.MaxMessages || len(shape.Tools) > s.lim.MaxTools {
+		return picker.KVPromptTooLarge
+	}
+	return ""
+}
+
+// completionPrompt is a completions body's prompt when it is one string.
+func completionPrompt(body []byte) (string, bool) {
+	var shape struct {
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	var text string
+	if json.Unmarshal(body, &shape) != nil || json.Unmarshal(shape.Prompt, &text) != nil {
+		return "", false
+	}
+	return text, true
+}
+
+type outcome struct {
+	ids []uint32
+	err error
+}
+
+// run takes a permit (waiting at most PermitWait) and runs job on its own
+// goroutine under the deadline. A job that overruns keeps its permit
+// until it returns, so runaway renders occupy at most Permits goroutines,
+// and its artifacts are not rendered again until they change.
+func (s *Service) run(ctx context.Context, key string, chat bool, job func(context.Context) ([]uint32, error)) ([]uint32, string) {
+	wait := time.NewTimer(s.lim.PermitWait)
+	defer wait.Stop()
+	select {
+	case s.permits <- struct{}{}:
+	case <-wait.C:
+		return nil, picker.KVRenderUnavailable
+	case <-ctx.Done():
+		return nil, picker.KVRenderUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.lim.Deadline)
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		defer func() { <-s.permits }()
+		defer cancel()
+		defer func() {
+			if r := recover(); r != nil {
+				done <- outcome{err: errors.New("render panicked")}
+			}
+		}()
+		ids, err := job(ctx)
+		s.observe(time.Since(start))
+		done <- outcome{ids, err}
+	}()
+	select {
+	case o := <-done:
+		return result(o)
+	case <-ctx.Done():
+		// The job cancels ctx as it returns; its outcome is then waiting.
+		select {
+		case o := <-done:
+			return result(o)
+		default:
+		}
+		if chat && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.markOverrun(key)
+		}
+		return nil, picker.KVRenderUnavailable
+	}
+}
+
+func result(o outcome) ([]uint32, string) {
+	switch {
+	case o.err == nil:
+		return o.ids, ""
+	case errors.Is(o.err, ErrTooLarge):
+		return nil, picker.KVPromptTooLarge
+	default:
+		return nil, picker.KVRenderUnavailable
+	}
+}
+
+func (s *Service) hasOverrun(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overran[key]
+}
+
+// markOverrun remembers a template that ran past its deadline (bounded:
+// artifacts are pinned by the operator, so their keys are few).
+func (s *Service) markOverrun(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.overran) < 1024 {
+		s.overran[key] = true
+	}
+}
