@@ -2,6 +2,8 @@ package artifacts
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -124,4 +126,12 @@ func cardJSON(tok, tmpl CheckedFile) []byte {
 	}
 	return []byte(fmt.Sprintf(`{"display_name":"m","kv_cache_block_size":16,"tokenizer":{"hf_tokenizer_json":%s},`+
 		`"prompt_formatter":{"hf_tokenizer_config_json":%s},"chat_template_file":null,"runtime_config":{}}`, cf(tok), cf(tmpl)))
+}
+
+func newTextLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+func mustRead(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return b
 }
