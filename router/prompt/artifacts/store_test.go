@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"switchyard/router/config"
 )
 
 var tokenizerBytes = []byte(`{"version":"1.0","model":{"type":"BPE"}}`)
@@ -231,4 +233,14 @@ func TestUnpinnedLogNamesTheChecksumOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), string(f.Checksum)), logs.String())
 	assert.Contains(t, logs.String(), "b3sum")
+}
+
+func TestSettingsFromConfig(t *testing.T) {
+	base := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", base)
+	kv := config.Default().Dynamo.KV
+	kv.PinnedArtifacts = []string{sumA}
+	set, err := SettingsFrom(kv)
+	require.NoError(t, err)
+	assert.Equal(t, Settings{Pinned: []string{sumA}, AllowHTTP: true, AllowHF: false, CacheDir: filepath.Join(base, "switchyard", "artifacts")}, set)
 }
