@@ -19,6 +19,7 @@ require (
 	go.uber.org/zap v1.27.1
 	google.golang.org/grpc v1.83.2
 	gopkg.in/yaml.v3 v3.0.1
+	lukechampine.com/blake3 v1.4.1
 	modernc.org/sqlite v1.62.0
 	pgregory.net/rapid v1.3.0
 )

@@ -1,6 +1,11 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
 
 // EffectiveEndpoints is the etcd client's endpoint list: the configured
 // endpoints with bare host:port normalized to http://host:port, or, when
@@ -42,4 +47,19 @@ func normalizeEndpoint(ep string) string {
 		return ep
 	}
 	return "http://" + ep
+}
+
+// EffectiveArtifactCacheDir is where fetched artifacts are cached: the
+// configured directory, or else switchyard/artifacts under the per-user
+// cache directory ($XDG_CACHE_HOME, else ~/.cache on Linux). It fails only
+// when neither is set and the environment names no home directory.
+func (kv KV) EffectiveArtifactCacheDir() (string, error) {
+	if kv.ArtifactCacheDir != "" {
+		return kv.ArtifactCacheDir, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("dynamo.kv.artifact_cache_dir is empty and there is no per-user cache directory: %w", err)
+	}
+	return filepath.Join(base, "switchyard", "artifacts"), nil
 }

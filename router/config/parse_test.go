@@ -44,6 +44,8 @@ func TestDefaults(t *testing.T) {
 	kv := c.Dynamo.KV
 	assert.True(t, kv.AllowHTTPArtifacts)
 	assert.False(t, kv.AllowHFArtifacts)
+	assert.Empty(t, kv.PinnedArtifacts)
+	assert.Empty(t, kv.ArtifactCacheDir, "empty: the per-user cache directory")
 	assert.Equal(t, 1.0, kv.OverlapScoreCredit)
 	assert.Equal(t, 1.0, kv.PrefillLoadScale)
 	assert.Equal(t, 0.0, kv.RouterTemperature)

@@ -8,7 +8,9 @@ type KV struct {
 	// PinnedArtifacts are the "blake3:<hex>" checksums the router may load;
 	// fleet-authored tokenizers and templates are code, so nothing loads
 	// until an operator pins it.
-	PinnedArtifacts           []string                  `yaml:"pinned_artifacts"`
+	PinnedArtifacts []string `yaml:"pinned_artifacts"`
+	// ArtifactCacheDir holds fetched artifacts by checksum; empty means the
+	// per-user cache directory (EffectiveArtifactCacheDir).
 	ArtifactCacheDir          string                    `yaml:"artifact_cache_dir"`
 	OverlapScoreCredit        float64                   `yaml:"overlap_score_credit"`
 	PrefillLoadScale          float64                   `yaml:"prefill_load_scale"`

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -129,4 +130,13 @@ func TestValidBaseIsClean(t *testing.T) {
 
 func TestIssueString(t *testing.T) {
 	assert.Equal(t, "a.b[0]: bad", Issue{Path: "a.b[0]", Message: "bad"}.String())
+}
+
+// pins returns n distinct well-formed artifact pins.
+func pins(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("blake3:%064x", i)
+	}
+	return out
 }

@@ -1,5 +1,16 @@
 package config
 
+import (
+	"path/filepath"
+	"strings"
+	"unicode"
+)
+
+// MaxPinnedArtifacts caps dynamo.kv.pinned_artifacts. A fleet serves a
+// handful of models, each naming a tokenizer and a template or two; the cap
+// keeps the pin set small.
+const MaxPinnedArtifacts = 256
+
 func (k *checker) kv(c *Config) {
 	const p = "dynamo.kv"
 	kv := c.Dynamo.KV
@@ -13,7 +24,7 @@ func (k *checker) kv(c *Config) {
 	if kv.RouterTemperature < 0 {
 		k.err(p+".router_temperature", "must be >= 0 (0 picks the lowest cost), got %g", kv.RouterTemperature)
 	}
-	k.uniqueList(p+".pinned_artifacts", kv.PinnedArtifacts, 0, func(s string) string {
+	k.uniqueList(p+".pinned_artifacts", kv.PinnedArtifacts, MaxPinnedArtifacts, func(s string) string {
 		if !blake3Checksum.MatchString(s) {
 			return "must be \"blake3:\" followed by 64 lowercase hex digits"
 		}
@@ -22,6 +33,7 @@ func (k *checker) kv(c *Config) {
 	if kv.Enabled && len(kv.PinnedArtifacts) == 0 {
 		k.warn(p+".pinned_artifacts", "empty: no tokenizer or template may be loaded, so every selection scores without prefix overlap (artifact_unpinned)")
 	}
+	k.errIf(p+".artifact_cache_dir", cacheDirProblem(kv.ArtifactCacheDir))
 	cd := kv.ConditionalDisaggregation
 	if t := cd.DecodeBusyThreshold; t != nil && (*t < 0 || *t > 1) {
 		k.err(p+".conditional_disaggregation.decode_busy_threshold", "must be a fraction of total_kv_blocks between 0.0 and 1.0, got %g", *t)
@@ -29,4 +41,19 @@ func (k *checker) kv(c *Config) {
 	if cd.Enabled {
 		k.warn(p+".conditional_disaggregation.enabled", "Dynamo 1.5 direct-mode frontends refuse a request without a prefill worker id while prefill workers are registered, so bypassed requests can fail with 503")
 	}
+}
+
+// cacheDirProblem checks an explicit artifact_cache_dir; empty means the
+// per-user default. A relative path would move with the process's working
+// directory, so it is refused rather than guessed at.
+func cacheDirProblem(dir string) string {
+	switch {
+	case dir == "":
+		return ""
+	case strings.ContainsFunc(dir, unicode.IsControl):
+		return "must not contain control characters"
+	case !filepath.IsAbs(dir):
+		return "must be an absolute path (or empty for the per-user cache directory)"
+	}
+	return ""
 }
