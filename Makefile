@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreconfig/... ./router/discovery/... ./router/discoverysource/... \
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
-        ./router/kv/... ./router/tokenizer/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
+        ./router/kv/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
 .PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
 
