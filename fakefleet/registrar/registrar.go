@@ -45,6 +45,22 @@ type Worker struct {
 	Transport string
 	// Channels are the event-plane publishers the worker advertises.
 	Channels []Channel
+	// Tokenizer and PromptFormatter, when set, fill the card's artifact
+	// slots: a tokenizer.json and the tokenizer_config.json holding the
+	// chat template, as dynamo.vllm workers advertise them.
+	Tokenizer, PromptFormatter *CheckedFile
+}
+
+// CheckedFile is a card's reference to one artifact: where it is and its
+// blake3 checksum ("blake3:<hex>").
+type CheckedFile struct {
+	Path     string
+	Checksum string
+	Size     int64
+}
+
+func (f *CheckedFile) wire() map[string]any {
+	return map[string]any{"path": f.Path, "checksum": f.Checksum, "size": f.Size}
 }
 
 // Channel is one advertised event-plane publisher (kv_metrics, kv-events).
@@ -266,6 +282,12 @@ func Records(w Worker, instanceID uint64) map[string][]byte {
 	card := map[string]any{
 		"display_name": w.Model, "worker_type": w.WorkerType, "kv_cache_block_size": w.BlockSize,
 		"model_input": "Tokens", "model_type": "Chat | Completions", "runtime_config": runtime,
+	}
+	if w.Tokenizer != nil {
+		card["tokenizer"] = map[string]any{"hf_tokenizer_json": w.Tokenizer.wire()}
+	}
+	if w.PromptFormatter != nil {
+		card["prompt_formatter"] = map[string]any{"hf_tokenizer_config_json": w.PromptFormatter.wire()}
 	}
 	model := map[string]any{
 		"type": "Model", "namespace": w.Namespace, "component": w.Component, "endpoint": "generate",

@@ -103,6 +103,10 @@ func (x *exchange) try(cands []*backend, pn *pinning) (*attempt, outcome) {
 // send makes one upstream request, with the pins when sel is set.
 func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt, outcome) {
 	path, body := x.path, x.in.body
+	if sel != nil && x.tokens != nil && x.st.cfg.Dynamo.KV.SendTokenData {
+		// Only a pinned send goes to a shim; a fallback never carries it.
+		body = withTokenData(body, x.tokens)
+	}
 	if x.conv != nil {
 		var p *problem
 		if path, body, p = x.conv.outbound(b); p != nil {

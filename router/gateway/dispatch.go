@@ -37,6 +37,11 @@ type exchange struct {
 	first *firstByte
 	// note gathers what the request's log line says if it fails.
 	note *requestNote
+	// chat: the body is a chat completions body (else completions).
+	chat bool
+	// tokens are the prompt's ids the router rendered (nil without),
+	// sent as nvext.token_data with dynamo.kv.send_token_data.
+	tokens []uint32
 }
 
 // serve routes the request: pinned through a shim when the picker finds
@@ -51,6 +56,7 @@ func (x *exchange) serve() {
 				ID: x.g.ids.Add(1), Model: st.dynamoModel(x.in.model), Namespaces: ns,
 				PromptTokens: x.in.promptTokens, Now: x.now, Route: x.route, MaxTokens: x.in.maxTokens,
 			}
+			x.render(&req)
 			if sel, ok := p.Pick(req); ok {
 				x.servePinned(p, req, sel)
 				return
@@ -58,6 +64,24 @@ func (x *exchange) serve() {
 		}
 	}
 	x.serveUnified(false)
+}
+
+// render gives the pick the prompt's token ids while KV-aware selection
+// is on. The converting ingresses pick per send on a body built later;
+// their picks score without the overlap term.
+func (x *exchange) render(req *picker.Request) {
+	if x.g.prompter == nil || !x.st.cfg.Dynamo.KV.Enabled {
+		return
+	}
+	if x.conv != nil {
+		req.NoTokens = picker.KVRenderUnavailable
+		return
+	}
+	req.Tokens, req.NoTokens = x.g.prompter.Tokens(x.ctx, req.Model, x.chat, x.in.body)
+	if req.Tokens != nil {
+		req.PromptTokens = uint64(len(req.Tokens))
+		x.tokens = req.Tokens
+	}
 }
 
 // countPath counts the request's routing path, once.

@@ -15,6 +15,7 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -42,11 +43,22 @@ type Pinner interface {
 	Ended(req picker.Request, sel picker.Selection)
 }
 
+// Prompter renders and tokenizes a request body for the KV-aware picker
+// (router/prompt.Service): chat is a chat completions body, otherwise a
+// completions body. It returns the token ids, or nil and why (a KV
+// selection result).
+type Prompter interface {
+	Tokens(ctx context.Context, model string, chat bool, body []byte) ([]uint32, string)
+}
+
 // Options are the gateway's collaborators. Registry and Pinner may be nil
 // only when Dynamo is never enabled: nothing is then pinned.
 type Options struct {
 	Registry Snapshotter
 	Pinner   Pinner
+	// Prompter, when set, renders prompts while dynamo.kv.enabled, so the
+	// KV-aware picker scores prefix overlap on client requests.
+	Prompter Prompter
 	// Metrics defaults to a private, unregistered set.
 	Metrics *metrics.Gateway
 	Log     *slog.Logger
@@ -65,6 +77,7 @@ type Options struct {
 type Gateway struct {
 	registry  Snapshotter
 	pinner    Pinner
+	prompter  Prompter
 	metrics   *metrics.Gateway
 	log       *slog.Logger
 	clock     clock.Clock
@@ -107,7 +120,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 	}
 	t := newTransport()
 	g := &Gateway{
-		registry: o.Registry, pinner: o.Pinner, metrics: o.Metrics, log: o.Log,
+		registry: o.Registry, pinner: o.Pinner, prompter: o.Prompter, metrics: o.Metrics, log: o.Log,
 		clock: o.Clock, est: o.Estimator, onOutcome: o.OnOutcome, transport: t,
 		parseSlots: newParseSlots(),
 	}

@@ -94,7 +94,7 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 		defer cancel()
 		x := &exchange{
 			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
-			disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w),
+			disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w), chat: k == kindChat,
 		}
 		x.serve()
 	})
