@@ -91,7 +91,7 @@ type Generator interface {
 type engineGenerator struct{ *engineworker.Worker }
 
 func (e engineGenerator) Generate(ctx context.Context, r worker.Request, emit func(string) error) (worker.Result, error) {
-	return e.Worker.Generate(ctx, engineworker.Request{DPRank: r.DPRank, PromptTokens: r.PromptTokens,
+	return e.Worker.Generate(ctx, engineworker.Request{DPRank: r.DPRank, PromptTokens: r.PromptTokens, Tokens: r.Tokens,
 		MaxTokens: r.MaxTokens, Seed: r.PromptID, CachedTokens: r.CachedTokens}, emit)
 }
 

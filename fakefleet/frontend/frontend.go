@@ -44,10 +44,11 @@ const (
 
 // Frontend is the HTTP handler.
 type Frontend struct {
-	dir Directory
-	log *slog.Logger
-	mux *http.ServeMux
-	seq atomic.Uint64 // response ids
+	dir     Directory
+	log     *slog.Logger
+	mux     *http.ServeMux
+	seq     atomic.Uint64 // response ids
+	prompts Prompter      // nil: prompts are estimated, not tokenized
 }
 
 // New makes a frontend over dir; log may be nil.

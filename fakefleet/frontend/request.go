@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -30,7 +31,11 @@ type input struct {
 	model        string
 	promptTokens int
 	promptID     uint64 // FNV-1a of the prompt text
-	maxTokens    int
+	// raw is the request body; tokens the prompt's ids when the frontend
+	// tokenized it (see Frontend.UsePrompts).
+	raw       []byte
+	tokens    []uint32
+	maxTokens int
 	stream       bool
 	includeUsage bool
 }
@@ -58,11 +63,16 @@ type completionBody struct {
 	Prompt json.RawMessage `json:"prompt"`
 }
 
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiError {
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(v); err != nil {
-		return errBadRequest("invalid request body: %v", err)
+// decodeBody reads the body (at most maxBody) into v and returns its bytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, *apiError) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return nil, errBadRequest("invalid request body: %v", err)
 	}
-	return nil
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, errBadRequest("invalid request body: %v", err)
+	}
+	return raw, nil
 }
 
 // toInput checks the shared fields and fills in max_tokens: the newer

@@ -31,7 +31,8 @@ type bodyOf[T any] interface {
 func handle[T any, B bodyOf[T]](f *Frontend) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body := B(new(T))
-		if err := decodeBody(w, r, body); err != nil {
+		raw, err := decodeBody(w, r, body)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
@@ -40,6 +41,8 @@ func handle[T any, B bodyOf[T]](f *Frontend) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
+		in.raw = raw
+		f.tokenize(r.Context(), &in)
 		f.serve(w, r, in)
 	}
 }
@@ -116,13 +119,14 @@ func (f *Frontend) lookup(id uint64, model string, prefill bool) (Generator, boo
 func (f *Frontend) generate(ctx context.Context, pl plan, in input, emit func(string) error) (worker.Result, error) {
 	cached := 0
 	if pl.prefill != nil {
-		req := worker.Request{DPRank: pl.prefillRank, PromptTokens: in.promptTokens, MaxTokens: 1, PromptID: in.promptID}
+		req := worker.Request{DPRank: pl.prefillRank, PromptTokens: in.promptTokens, MaxTokens: 1, PromptID: in.promptID, Tokens: in.tokens}
 		if _, err := pl.prefill.Generate(ctx, req, nil); err != nil {
 			return worker.Result{}, &hopError{pl.prefillID, pl.prefillRank, err}
 		}
 		cached = in.promptTokens
 	}
-	req := worker.Request{DPRank: pl.decodeRank, PromptTokens: in.promptTokens, MaxTokens: in.maxTokens, CachedTokens: cached, PromptID: in.promptID}
+	req := worker.Request{DPRank: pl.decodeRank, PromptTokens: in.promptTokens, MaxTokens: in.maxTokens, CachedTokens: cached,
+		PromptID: in.promptID, Tokens: in.tokens}
 	res, err := pl.decode.Generate(ctx, req, emit)
 	if err != nil {
 		return res, &hopError{pl.decodeID, pl.decodeRank, err}

@@ -106,6 +106,9 @@ type Request struct {
 	// generator that models token ids (fakefleet/engineworker) gives equal
 	// prompts equal tokens. This worker does not use it.
 	PromptID uint64
+	// Tokens are the prompt's token ids when the frontend tokenized it
+	// (then PromptTokens is their count); nil when it only estimated.
+	Tokens []uint32
 }
 
 // Result is a finished (or interrupted) request's accounting.
