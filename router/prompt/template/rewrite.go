@@ -8,17 +8,18 @@ import (
 // rewriteSource prepares a template for the engine. The engine cannot be configured, so the few
 // places where it must call this package are written into the source, which changes nothing else:
 //
-//   - every |tojson (and {% filter tojson %}) names this package's filter: the engine looks its
-//     built-in filters up before the template's variables, and its tojson is not Python's;
+//   - every |tojson names this package's filter: the engine looks its built-in filters up before
+//     the template's variables, and its tojson is not Python's ({% filter tojson %} blocks keep the
+//     built-in, the only filter such a block can name; on the string a block yields both agree);
 //   - every macro body starts and ends with a call that counts macros in progress, so that runaway
 //     recursion stops with ErrLimit instead of exhausting the goroutine's stack, which no recover
 //     catches; the inserted tags repeat the macro tags' whitespace markers, so trim_blocks and
 //     lstrip_blocks strip exactly what they stripped before.
 //
-// It also bounds what the engine's recursive-descent parser would recurse on: a tag's length,
+// Newlines are normalised first, as Jinja2's lexer does. It also bounds what the engine's recursive-descent parser would recurse on: a tag's length,
 // nested blocks and nested brackets.
 func rewriteSource(src string, limits Limits) (string, error) {
-	r := rewriter{src: src, limits: limits}
+	r := rewriter{src: normalizeNewlines(src), limits: limits}
 	r.out.Grow(len(src) + len(src)/8)
 	if err := r.run(); err != nil {
 		return "", err
@@ -239,8 +240,8 @@ func hasAssignment(rest string) bool {
 	return found
 }
 
-// renameToJSON points the filter name tojson, after a "|" outside string literals or as the name of
-// a {% filter %} block, at this package's filter.
+// renameToJSON points the filter name tojson, after a "|" outside string literals, at this
+// package's filter.
 func renameToJSON(body string) string {
 	if !strings.Contains(body, "tojson") {
 		return body
@@ -254,12 +255,6 @@ func renameToJSON(body string) string {
 			at = append(at, j)
 		}
 	})
-	if keyword, _ := splitKeyword(body); keyword == "filter" {
-		j := skipSpace(body, strings.Index(body, "filter")+len("filter"))
-		if isWord(body, j, "tojson") {
-			at = append(at, j)
-		}
-	}
 	if len(at) == 0 {
 		return body
 	}
@@ -308,13 +303,24 @@ func splitKeyword(body string) (keyword, rest string) {
 	return body[i:j], body[j:]
 }
 
-// markers returns a statement's whitespace-control markers ("-", "+" or "") on each side.
+// markers returns a statement's "-" whitespace-control markers ("" when absent) on each side. The
+// engine does not know the "+" marker: a template using it fails to parse.
 func markers(body string) (left, right string) {
-	if body != "" && (body[0] == '-' || body[0] == '+') {
-		left = body[:1]
+	if strings.HasPrefix(body, "-") {
+		left = "-"
 	}
-	if n := len(body); n > 0 && (body[n-1] == '-' || body[n-1] == '+') {
-		right = body[n-1:]
+	if strings.HasSuffix(body, "-") {
+		right = "-"
 	}
 	return left, right
+}
+
+// normalizeNewlines does what Jinja2's lexer does to a source before anything else: every "\r\n"
+// and "\r" becomes "\n", and one final newline is dropped (keep_trailing_newline is off).
+func normalizeNewlines(src string) string {
+	if strings.IndexByte(src, '\r') >= 0 {
+		src = strings.ReplaceAll(src, "\r\n", "\n")
+		src = strings.ReplaceAll(src, "\r", "\n")
+	}
+	return strings.TrimSuffix(src, "\n")
 }

@@ -6,8 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
-
+	
 	"github.com/ardanlabs/jinja"
 )
 
@@ -224,7 +223,7 @@ func (e *jsonEncoder) string(s string) {
 			e.sb.WriteString(`\f`)
 		case r < 0x20:
 			fmt.Fprintf(&e.sb, `\u%04x`, r)
-		case r < utf8.RuneSelf || !e.opts.ensureASCII:
+		case r < 0x7F || !e.opts.ensureASCII: // ensure_ascii escapes DEL too
 			e.sb.WriteRune(r)
 		case r > 0xFFFF:
 			r -= 0x10000
