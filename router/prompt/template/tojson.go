@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	
+
 	"github.com/ardanlabs/jinja"
 )
 
@@ -38,7 +38,11 @@ func (st *renderState) toJSON(args []jinja.Value, kwargs map[string]jinja.Value)
 		return st.fail(err)
 	}
 	enc := jsonEncoder{opts: opts, limit: st.limits.MaxOutputBytes}
-	if err := enc.value(args[0], 0); err != nil {
+	err = enc.value(args[0], 0)
+	if err == nil && enc.sb.Len() > enc.limit {
+		err = enc.tooLarge()
+	}
+	if err != nil {
 		return st.fail(err)
 	}
 	return jinja.NewString(enc.sb.String()), nil
@@ -111,7 +115,7 @@ type jsonEncoder struct {
 
 func (e *jsonEncoder) value(v jinja.Value, level int) error {
 	if e.sb.Len() > e.limit {
-		return fmt.Errorf("%w: tojson output over %d bytes", ErrTooLarge, e.limit)
+		return e.tooLarge()
 	}
 	switch {
 	case v.IsNone():
@@ -132,6 +136,12 @@ func (e *jsonEncoder) value(v jinja.Value, level int) error {
 		return fmt.Errorf("%w: tojson cannot encode %s", ErrRender, kindName(v))
 	}
 	return nil
+}
+
+// tooLarge stops an encoding past the rendered-text limit: its result could only make the render
+// too large.
+func (e *jsonEncoder) tooLarge() error {
+	return fmt.Errorf("%w: tojson output over %d bytes", ErrTooLarge, e.limit)
 }
 
 func (e *jsonEncoder) list(items []jinja.Value, level int) error {
