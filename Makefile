@@ -42,7 +42,7 @@ demo: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/ ./router/load/ ./router/eventplane/... \
-		./router/picker/ ./router/kv/ ./router/tokenizer/ ./recorder/
+		./router/picker/ ./router/kv/ ./router/tokenizer/ ./router/prompt/template/ ./recorder/
 	$(GO) test -run '^$$' -bench MooncakeTrace -benchtime 1x ./sim/
 
 # Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one. FUZZMINTIME caps the time a
@@ -66,6 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/tokenizer/
 	$(GO) test -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/tokenizer/
 	$(GO) test -run '^$$' -fuzz FuzzParseCard -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/artifacts/
+	$(GO) test -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/template/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./recorder/
 	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/

