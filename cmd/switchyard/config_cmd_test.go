@@ -58,7 +58,7 @@ func TestConfigValidateOK(t *testing.T) {
 		assert.True(t, strings.HasPrefix(l, "warning: "), l)
 	}
 	assert.Equal(t, fmt.Sprintf("config OK (%d warnings)", len(lines)-1), last)
-	assert.Contains(t, out, "warning: dynamo.kv.enabled: prompt rendering (tokenizers and chat templates from pinned artifacts) is not active yet")
+	assert.NotContains(t, out, "dynamo.kv.enabled: prompt rendering")
 }
 
 func TestConfigValidateErrors(t *testing.T) {

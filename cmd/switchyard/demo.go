@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/fleet"
+	"switchyard/fixtures"
 	"switchyard/recorder"
 	"switchyard/router/config"
 	"switchyard/router/discoverysource/etcdsource/embedded"
@@ -44,6 +47,7 @@ type demoOptions struct {
 	prefills, decodes int
 	speedup           float64
 	drain             time.Duration
+	kv                bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -78,6 +82,7 @@ func newDemoCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.decodes, "decode", 2, "decode workers")
 	cmd.Flags().Float64Var(&o.speedup, "speedup", 10, "fake workers run this many times faster than the timing model")
 	cmd.Flags().StringVar(&o.record, "record", "", "record the router's routing core to this SQLite file (replay it with switchyard replay)")
+	cmd.Flags().BoolVar(&o.kv, "kv", true, "KV-aware routing: the fleet's cards name the project's test tokenizer, pinned in the router's configuration")
 	cmd.Flags().DurationVar(&o.drain, "drain-timeout", config.DefaultShutdownGrace, "on stop, how long requests in flight may take to finish (gateway.shutdown_grace)")
 	logs.add(cmd)
 	return cmd
@@ -112,6 +117,7 @@ type demo struct {
 	srv         *server.Server
 	prefills    int
 	decodes     int
+	kv          bool
 	stopOnce    sync.Once
 }
 
@@ -119,7 +125,7 @@ type demo struct {
 // router, in that order: the router comes up with the fleet already
 // registered. On an error, what was started is stopped.
 func startDemo(ctx context.Context, o demoOptions, log *slog.Logger) (*demo, error) {
-	d := &demo{log: log, token: randomToken(), prefills: o.prefills, decodes: o.decodes}
+	d := &demo{log: log, token: randomToken(), prefills: o.prefills, decodes: o.decodes, kv: o.kv}
 	if err := d.start(ctx, o); err != nil {
 		d.stop()
 		return nil, err
@@ -135,8 +141,14 @@ func (d *demo) start(ctx context.Context, o demoOptions) error {
 	if d.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{d.etcd.Endpoint()}, DialTimeout: 5 * time.Second}); err != nil {
 		return err
 	}
-	d.fleet, err = fleet.Start(ctx, d.cli, fleet.Spec{Namespace: "dynamo", Model: demoModel,
-		Prefill: o.prefills, Decode: o.decodes, SpeedupRatio: o.speedup, Engine: true}, d.log.With("component", "fleet"))
+	spec := fleet.Spec{Namespace: "dynamo", Model: demoModel,
+		Prefill: o.prefills, Decode: o.decodes, SpeedupRatio: o.speedup, Engine: true}
+	if o.kv {
+		if spec.Artifacts, err = writeDemoArtifacts(d.etcdDir); err != nil {
+			return err
+		}
+	}
+	d.fleet, err = fleet.Start(ctx, d.cli, spec, d.log.With("component", "fleet"))
 	if err != nil {
 		return err
 	}
@@ -179,7 +191,11 @@ func (d *demo) startFrontend() error {
 }
 
 func (d *demo) startRouter(o demoOptions) error {
-	cfg, err := demoConfig(o.addr, d.token, d.etcd.Endpoint(), d.frontendURL, o.drain)
+	var pins []string
+	if o.kv {
+		pins = d.fleet.Checksums()
+	}
+	cfg, err := demoConfig(o.addr, d.token, d.etcd.Endpoint(), d.frontendURL, o.drain, pins, filepath.Join(d.etcdDir, "artifacts"))
 	if err != nil {
 		return err
 	}
@@ -255,13 +271,28 @@ func (d *demo) printBanner(out io.Writer) {
 	}
 	fmt.Fprintf(out, "  # the models it serves\n  curl -s %s/v1/models\n\n", base)
 	fmt.Fprintf(out, "See the fleet the router discovered:\n\n  curl -s -H 'Authorization: Bearer %s' %s/admin/dynamo/workers\n\n", d.token, base)
+	if d.kv {
+		fmt.Fprintf(out, "KV-aware routing is on: the router renders and tokenizes each prompt with the fleet's pinned\n"+
+			"test tokenizer. Send the same long chat twice; the second lands on the worker that cached it:\n\n"+
+			"  curl -s %s/metrics | grep 'switchyard_dynamo_kv_selection_total'\n\n", base)
+	}
 }
 
 // demoConfig renders the demo's configuration as a file would say it, so
 // every default is filled exactly as for `serve`: discovery from the
 // demo's etcd, and the frontend at frontendURL as the one shim backend,
 // to which the router forwards pinned requests.
-func demoConfig(addr, token, etcd, frontendURL string, drain time.Duration) (*config.Config, error) {
+// With pins, KV-aware selection is on and may load exactly those
+// artifacts (the fleet's tokenizer files).
+func demoConfig(addr, token, etcd, frontendURL string, drain time.Duration, pins []string, cacheDir string) (*config.Config, error) {
+	kv := ""
+	if len(pins) > 0 {
+		quoted := make([]string, len(pins))
+		for i, p := range pins {
+			quoted[i] = strconv.Quote(p)
+		}
+		kv = fmt.Sprintf("  kv: {enabled: true, artifact_cache_dir: %q, pinned_artifacts: [%s]}\n", cacheDir, strings.Join(quoted, ", "))
+	}
 	y := fmt.Sprintf(`server: {bind_address: %q}
 admin: {token: %q}
 gateway: {shutdown_grace: %q}
@@ -274,11 +305,31 @@ dynamo:
     direct_allow_cidrs: ["127.0.0.0/8"]
   shim:
     backends: [dynamo-frontend]
-disaggregated_serving: {enabled: true}
+%sdisaggregated_serving: {enabled: true}
 backends:
   - {name: dynamo-frontend, type: openai, url: %q, role: unified, models: [%q]}
-`, addr, token, drain.String(), etcd, frontendURL, demoModel)
+`, addr, token, drain.String(), etcd, kv, frontendURL, demoModel)
 	return config.Parse([]byte(y), nil)
+}
+
+// writeDemoArtifacts writes the project's test tokenizer and its
+// tokenizer_config.json (chat template) under dir, for the fleet's cards.
+func writeDemoArtifacts(dir string) (*fleet.Artifacts, error) {
+	out := filepath.Join(dir, "tokenizer")
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return nil, err
+	}
+	a := &fleet.Artifacts{TokenizerPath: filepath.Join(out, fixtures.TokenizerJSON), ConfigPath: filepath.Join(out, fixtures.TokenizerConfig)}
+	for name, path := range map[string]string{fixtures.TokenizerJSON: a.TokenizerPath, fixtures.TokenizerConfig: a.ConfigPath} {
+		data, err := fixtures.TokenizerFile(fixtures.TestTokenizer, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 func randomToken() string {

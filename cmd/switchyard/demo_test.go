@@ -32,7 +32,7 @@ func startTestDemo(t *testing.T, speedup float64, drain time.Duration) *demo {
 	if testing.Short() {
 		t.Skip("runs the demo stack")
 	}
-	o := demoOptions{addr: "127.0.0.1:0", prefills: 2, decodes: 2, speedup: speedup, drain: drain}
+	o := demoOptions{addr: "127.0.0.1:0", prefills: 2, decodes: 2, speedup: speedup, drain: drain, kv: true}
 	d, err := startDemo(context.Background(), o, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(d.stop)

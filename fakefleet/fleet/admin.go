@@ -108,6 +108,10 @@ func (f *Fleet) AdminHandler() http.Handler {
 func (f *Fleet) Handler(log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/fleet/", f.AdminHandler())
-	mux.Handle("/", frontend.New(f.Directory(), log.With("component", "frontend")))
+	fe := frontend.New(f.Directory(), log.With("component", "frontend"))
+	if f.prompts != nil {
+		fe.UsePrompts(f.prompts)
+	}
+	mux.Handle("/", fe)
 	return mux
 }

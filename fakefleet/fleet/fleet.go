@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +25,8 @@ import (
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/worker"
 	"switchyard/router/clock"
+	"switchyard/router/prompt"
+	"switchyard/router/prompt/artifacts"
 )
 
 // Spec describes a fleet serving one model in one namespace.
@@ -45,6 +49,17 @@ type Spec struct {
 	// worker's lease. False runs the simpler fakefleet/worker, without KV
 	// events.
 	Engine bool
+	// Artifacts, when set, are the tokenizer files every worker names on
+	// its card and the frontend emulation tokenizes prompts with, as a
+	// dynamo.vllm fleet serving that model does.
+	Artifacts *Artifacts
+}
+
+// Artifacts are a model's tokenizer files on disk.
+type Artifacts struct {
+	// TokenizerPath is a tokenizer.json; ConfigPath a tokenizer_config.json
+	// carrying the chat template (optional).
+	TokenizerPath, ConfigPath string
 }
 
 // withDefaults fills what a spec leaves out.
@@ -152,12 +167,22 @@ type Fleet struct {
 	mu      sync.RWMutex
 	members map[uint64]*Member
 	order   []uint64
+
+	// cards are the artifact slots every worker advertises; prompts the
+	// frontend's tokenizer (both nil without Spec.Artifacts).
+	tokenizerFile, configFile *registrar.CheckedFile
+	prompts                   *prompt.Service
 }
 
 // Start registers and starts every worker of spec.
 func Start(ctx context.Context, cli *clientv3.Client, spec Spec, log *slog.Logger) (*Fleet, error) {
 	spec = spec.withDefaults()
 	f := &Fleet{cli: cli, spec: spec, log: log, members: map[uint64]*Member{}}
+	if spec.Artifacts != nil {
+		if err := f.loadArtifacts(*spec.Artifacts); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range []struct {
 		role string
 		n    int
@@ -185,7 +210,7 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 	rec := registrar.Worker{Namespace: s.Namespace, Component: component, WorkerType: role, Model: s.Model,
 		BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens,
 		MaxNumSeqs: s.MaxNumSeqs, ContextLength: s.ContextLength, DPSize: s.DPSize,
-		Transport: "127.0.0.1:0/fake/" + component}
+		Transport: "127.0.0.1:0/fake/" + component, Tokenizer: f.tokenizerFile, PromptFormatter: f.configFile}
 	m := &Member{Role: role, pub: pub}
 	if s.Engine {
 		if m.kvPub, err = publish.New(publish.KVEventsTopic); err != nil {
@@ -389,3 +414,49 @@ func (d *Directory) HasPrefill(model string) bool {
 
 // Models lists the served model.
 func (d *Directory) Models() []string { return []string{d.f.spec.Model} }
+
+// loadArtifacts reads the model's tokenizer files: the cards name them by
+// absolute path and blake3 checksum, and the frontend tokenizes with them.
+func (f *Fleet) loadArtifacts(a Artifacts) error {
+	file := func(path string) ([]byte, *registrar.CheckedFile, error) {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		data, err := os.ReadFile(abs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fleet artifacts: %w", err)
+		}
+		return data, &registrar.CheckedFile{Path: abs, Checksum: string(artifacts.Sum(data)), Size: int64(len(data))}, nil
+	}
+	tok, tf, err := file(a.TokenizerPath)
+	if err != nil {
+		return err
+	}
+	var cfg []byte
+	var cf *registrar.CheckedFile
+	if a.ConfigPath != "" {
+		if cfg, cf, err = file(a.ConfigPath); err != nil {
+			return err
+		}
+	}
+	p, err := prompt.FromFiles(tok, cfg)
+	if err != nil {
+		return fmt.Errorf("fleet artifacts: %w", err)
+	}
+	f.tokenizerFile, f.configFile = tf, cf
+	f.prompts = prompt.New(prompt.Static{P: p}, prompt.Limits{}, prompt.Hooks{})
+	return nil
+}
+
+// Checksums are the blake3 checksums of the fleet's artifacts, as an
+// operator pins them (empty without Spec.Artifacts).
+func (f *Fleet) Checksums() []string {
+	var out []string
+	for _, c := range []*registrar.CheckedFile{f.tokenizerFile, f.configFile} {
+		if c != nil {
+			out = append(out, c.Checksum)
+		}
+	}
+	return out
+}

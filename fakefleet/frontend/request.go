@@ -33,9 +33,9 @@ type input struct {
 	promptID     uint64 // FNV-1a of the prompt text
 	// raw is the request body; tokens the prompt's ids when the frontend
 	// tokenized it (see Frontend.UsePrompts).
-	raw       []byte
-	tokens    []uint32
-	maxTokens int
+	raw          []byte
+	tokens       []uint32
+	maxTokens    int
 	stream       bool
 	includeUsage bool
 }

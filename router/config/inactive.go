@@ -24,18 +24,6 @@ var inactiveFeatures = []struct {
 		message:   "the broker transport is not active yet: kv_metrics subscriptions stay pending and are never dialed directly",
 	},
 	{
-		path:      "dynamo.kv.enabled",
-		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.KV.Enabled },
-		message: "prompt rendering (tokenizers and chat templates from pinned artifacts) is not active yet: " +
-			"client requests carry no token ids, so KV-aware selection scores without the prefix-overlap term " +
-			"(kv_selection result tokenizer_unavailable) while kv-events are followed and indexed",
-	},
-	{
-		path:      "dynamo.kv.send_token_data",
-		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.KV.Enabled && c.Dynamo.KV.SendTokenData },
-		message:   "sending nvext.token_data is not active yet: the router renders no token ids to send",
-	},
-	{
 		path:      "dynamo.event_bus.enabled",
 		requested: func(c *Config) bool { return c.Dynamo.EventBus.Enabled },
 		message:   "the event bus listener is not active yet: nothing listens on dynamo.event_bus.listen",

@@ -469,11 +469,8 @@ func TestValidateInactiveFeatures(t *testing.T) {
 		{"broker while disabled", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker; c.Dynamo.Enabled = false }, wantOK, "dynamo.load.transport", "not active yet"},
 		{"shim is active", nil, wantOK, "dynamo.shim", "not active yet"},
 		{"backends are active", nil, wantOK, "backends", "not active yet"},
-		{"kv", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantWarn, "dynamo.kv.enabled", "not active yet"},
-		{"kv off", nil, wantOK, "dynamo.kv.enabled", "not active yet"},
-		{"kv without prompt rendering", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantWarn, "dynamo.kv.enabled", "tokenizer_unavailable"},
-		{"token data", func(c *Config) { c.Dynamo.KV.Enabled, c.Dynamo.KV.SendTokenData = true, true }, wantWarn, "dynamo.kv.send_token_data", "not active yet"},
-		{"token data without kv", func(c *Config) { c.Dynamo.KV.SendTokenData = true }, wantOK, "dynamo.kv.send_token_data", "not active yet"},
+		{"kv is active", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantOK, "dynamo.kv.enabled", "not active yet"},
+		{"token data is active", func(c *Config) { c.Dynamo.KV.Enabled, c.Dynamo.KV.SendTokenData = true, true }, wantOK, "dynamo.kv.send_token_data", "not active yet"},
 		{"event bus", busOn, wantWarn, "dynamo.event_bus.enabled", "not active yet"},
 		{"kubernetes_pods", podsBase, wantWarn, "dynamo.discovery.source", "kubernetes_pods source is not active yet"},
 		{"kubernetes", func(c *Config) {

@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,37 +87,65 @@ func (f *Fleet) agreement(model string) artifacts.ModelArtifacts {
 	return m
 }
 
+// Warm starts loading, in the background, the artifacts of every model
+// the current fleet agrees on, so that the first requests after a worker
+// appears find them ready. Hosts call it when the registry changes.
+func (f *Fleet) Warm() {
+	snap := f.snapshot()
+	f.mu.Lock()
+	if f.models == nil || snap.Generation != f.gen {
+		f.models, f.gen = artifacts.FleetArtifacts(snap.Workers), snap.Generation
+	}
+	models := make([]artifacts.ModelArtifacts, 0, len(f.models))
+	for _, m := range f.models {
+		if m.Err == nil {
+			models = append(models, m)
+		}
+	}
+	f.mu.Unlock()
+	for _, m := range models {
+		f.prepare(m)
+	}
+}
+
 // Prepared implements Source.
 func (f *Fleet) Prepared(model string) (*Prepared, string) {
 	m := f.agreement(model)
 	if m.Err != nil {
 		return nil, picker.KVTokenizerUnavailable
 	}
-	tok, why := ready(f.tokenizers.Get(model, m.Artifacts.Tokenizer.File))
-	if why != "" {
-		return nil, why
+	return f.prepare(m)
+}
+
+// prepare asks the loaders for both of the model's artifacts at once, so
+// one request starts every load it needs.
+func (f *Fleet) prepare(m artifacts.ModelArtifacts) (*Prepared, string) {
+	model := m.Model
+	tok, tokWhy := ready(f.tokenizers.Get(model, m.Artifacts.Tokenizer.File))
+	p := &Prepared{Key: m.Key.String()}
+	if tok != nil {
+		p.Encoder = encoder{tok}
 	}
-	p := &Prepared{Encoder: encoder{tok}, Key: m.Key.String()}
 	art := m.Artifacts.ChatTemplateFile
 	if art == nil {
 		art = m.Artifacts.PromptFormatter
 	}
-	if art == nil {
-		return p, "" // completions only
-	}
-	switch art.Kind {
-	case artifacts.KindHFChatTemplate:
-		t, why := ready(f.files.Get(model, art.File))
-		if why != "" {
-			return nil, why
+	tmplWhy := ""
+	switch {
+	case art == nil: // completions only
+	case art.Kind == artifacts.KindHFChatTemplate:
+		var t *template.Template
+		if t, tmplWhy = ready(f.files.Get(model, art.File)); tmplWhy == "" {
+			p.Template = single{t}
 		}
-		p.Template = single{t}
 	default: // a tokenizer_config.json, or a JSON file with a chat_template member
-		ts, why := ready(f.configs.Get(model, art.File))
-		if why != "" {
-			return nil, why
+		var ts *template.Templates
+		if ts, tmplWhy = ready(f.configs.Get(model, art.File)); tmplWhy == "" {
+			p.Template = chooser{ts}
 		}
-		p.Template = chooser{ts}
+	}
+	if why := cmp.Or(tokWhy, tmplWhy); why != "" {
+		return nil, why
 	}
 	return p, ""
 }

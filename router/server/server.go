@@ -71,6 +71,7 @@ type Server struct {
 	gateway      *gateway.Gateway
 	http         *http.Server
 	listener     net.Listener
+	prompts      *prompts
 	reloads      *prometheus.CounterVec // switchyard_config_reloads_total
 	unserved     *unservedModels
 	closeOnce    sync.Once
@@ -146,6 +147,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		// exactly these, whatever its configuration file says.
 		_ = s.core.Configure(time.Now(), start)
 	}
+	s.prompts = newPrompts(s, cfg, log.With("component", "prompt"))
 	s.discovery = discoverysource.New(s.core, clock.Real{}, log, &s.metrics.Discovery, nil)
 	if err := s.startEventPlane(cfg, o); err != nil {
 		s.Close()
@@ -153,7 +155,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.discovery.Apply(s.effective(cfg))
 	gwOpts := gateway.Options{
-		Registry: s.core, Pinner: s.core, Metrics: s.metrics.Gateway,
+		Registry: s.core, Pinner: s.core, Prompter: s.prompts.service, Metrics: s.metrics.Gateway,
 		Log: log.With("component", "gateway"), Clock: clock.Real{},
 	}
 	if s.recording {
@@ -228,6 +230,7 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 			changed := reg.Changed()
 			snap := reg.Snapshot()
 			s.warnUnserved(snap)
+			s.prompts.fleet.Warm()
 			n := s.loadSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions)
 			if s.kvOn.Load() {
 				s.kvSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions-n)
@@ -426,6 +429,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.reloadCore(cfg)
+	s.prompts.reload(cfg, s.log)
 	s.discovery.Apply(s.effective(cfg))
 	s.log.Info("configuration reloaded")
 	return nil
@@ -482,6 +486,9 @@ func (s *Server) Close() {
 			<-s.tickDone
 			s.loadSubs.Stop()
 			s.kvSubs.Stop()
+		}
+		if s.prompts != nil {
+			s.prompts.fleet.Close()
 		}
 		if s.core != nil {
 			// Inputs still arriving are applied but no longer recorded,
