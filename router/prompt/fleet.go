@@ -17,9 +17,9 @@ import (
 )
 
 // tokenizerCostFactor estimates the memory a loaded tokenizer holds from
-// its file's size (the vocabulary and merge tables, the word cache): the
-// loader's 256 MiB budget is summed in these estimates.
-const tokenizerCostFactor = 6
+// its file's size, which the loader's 256 MiB budget sums: a loaded
+// Llama-3.1 tokenizer holds 26.9 MB for a 9 MB file (docs/benchmarks.md).
+const tokenizerCostFactor = 3
 
 // Fleet is the Source of a live router: for each model, the artifacts
 // every worker serving it names on its card, fetched under the operator's

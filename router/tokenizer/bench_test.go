@@ -1,9 +1,13 @@
 package tokenizer_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -13,19 +17,30 @@ import (
 // benchBytes is the size of every benchmark input.
 const benchBytes = 64 << 10
 
-// benchInputs are the adversarial inputs (one whitespace run, one letter
-// run, random mixed scripts) and realistic chat text, each 64 KiB.
+// benchNames are the inputs in the order they run.
+var benchNames = []string{"chat", "spaces", "letter", "cjk", "letters", "mixed"}
+
+// benchInputs are realistic chat text and the adversarial inputs, each
+// 64 KiB: one word of spaces, of one letter, of one CJK character (a unit of
+// three bytes) and of random letters, and random mixed scripts.
 func benchInputs() map[string]string {
 	rng := rand.New(rand.NewPCG(7, 64))
 	var mixed strings.Builder
 	for mixed.Len() < benchBytes {
 		mixed.WriteString(randomText(rng))
 	}
+	const alphabet = "abcdefghijklmnopqrstuvwxyz"
+	letters := make([]byte, benchBytes)
+	for i := range letters {
+		letters[i] = alphabet[rng.IntN(len(alphabet))]
+	}
 	return map[string]string{
-		"spaces": strings.Repeat(" ", benchBytes),
-		"letter": strings.Repeat("a", benchBytes),
-		"mixed":  truncateUTF8(mixed.String(), benchBytes),
-		"chat":   truncateUTF8(strings.Repeat(chatText, benchBytes/len(chatText)+1), benchBytes),
+		"chat":    truncateUTF8(strings.Repeat(chatText, benchBytes/len(chatText)+1), benchBytes),
+		"spaces":  strings.Repeat(" ", benchBytes),
+		"letter":  strings.Repeat("a", benchBytes),
+		"cjk":     truncateUTF8(strings.Repeat("你", benchBytes/3+1), benchBytes),
+		"letters": string(letters),
+		"mixed":   truncateUTF8(mixed.String(), benchBytes),
 	}
 }
 
@@ -65,11 +80,17 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // BenchmarkEncode encodes each 64 KiB input with the real Llama-3.1 and
 // Qwen3 tokenizers (from the oracle folder; skipped without it). The
 // "nocache" variants disable the word cache, the cost of text never seen.
+//
+// When node and the oracle's tokenizers package are there, Hugging Face's
+// library encodes the same inputs first, in the same run
+// (hack/tokenizer-bench.js), and each input reports hf-MB/s and x-hf, this
+// package's throughput over the library's.
 func BenchmarkEncode(b *testing.B) {
 	dir := oracleDir()
 	inputs := benchInputs()
 	for _, fam := range families {
-		data, err := os.ReadFile(filepath.Join(dir, "node_modules", fam.pkg, "models", "tokenizer.json"))
+		file := filepath.Join(dir, "node_modules", fam.pkg, "models", "tokenizer.json")
+		data, err := os.ReadFile(file)
 		if err != nil {
 			b.Skipf("tokenizer files unavailable (run hack/install-test-deps.sh): %v", err)
 		}
@@ -81,20 +102,24 @@ func BenchmarkEncode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, name := range []string{"spaces", "letter", "mixed", "chat"} {
+		hf := huggingFaceTimes(b, dir, file, inputs)
+		for _, name := range benchNames {
 			text := inputs[name]
-			b.Run(fam.name+"/"+name, func(b *testing.B) { benchEncode(b, cached, text) })
+			b.Run(fam.name+"/"+name, func(b *testing.B) { benchEncode(b, cached, text, hf[name]) })
 			if name == "chat" || name == "mixed" {
-				b.Run(fam.name+"/"+name+"-nocache", func(b *testing.B) { benchEncode(b, uncached, text) })
+				b.Run(fam.name+"/"+name+"-nocache", func(b *testing.B) { benchEncode(b, uncached, text, hfTime{}) })
 			}
 		}
 	}
 }
 
-func benchEncode(b *testing.B, tok *tokenizer.Tokenizer, text string) {
+func benchEncode(b *testing.B, tok *tokenizer.Tokenizer, text string, hf hfTime) {
 	buf, err := tok.AppendEncode(nil, text, false)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if hf.Tokens != 0 && hf.Tokens != len(buf) {
+		b.Fatalf("%d ids, Hugging Face's library gave %d", len(buf), hf.Tokens)
 	}
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
@@ -103,9 +128,62 @@ func benchEncode(b *testing.B, tok *tokenizer.Tokenizer, text string) {
 	for i := 0; i < b.N; i++ {
 		buf, _ = tok.AppendEncode(buf[:0], text, false)
 	}
+	b.StopTimer()
+	if hf.NanosPerOp > 0 {
+		hfMBps := float64(len(text)) / hf.NanosPerOp * 1e3
+		ours := float64(len(text)) * float64(b.N) / b.Elapsed().Seconds() / 1e6
+		b.ReportMetric(hfMBps, "hf-MB/s")
+		b.ReportMetric(ours/hfMBps, "x-hf")
+	}
 }
 
-// BenchmarkLoad measures building a tokenizer from its tokenizer.json.
+// hfTime is what hack/tokenizer-bench.js measured for one input.
+type hfTime struct {
+	NanosPerOp float64 `json:"ns_per_op"`
+	Tokens     int     `json:"tokens"`
+}
+
+// hfSecondsEnv sets how long the library encodes each input (default 0.5).
+const hfSecondsEnv = "SWITCHYARD_BENCH_HF_SECONDS"
+
+// huggingFaceTimes has Hugging Face's library time every input, or returns
+// nil (the comparison left out) when node or the package is missing.
+func huggingFaceTimes(b *testing.B, dir, file string, inputs map[string]string) map[string]hfTime {
+	b.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		b.Logf("no Hugging Face comparison: node is not on PATH")
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "tokenizers", "package.json")); err != nil {
+		b.Logf("no Hugging Face comparison: %v", err)
+		return nil
+	}
+	seconds := os.Getenv(hfSecondsEnv)
+	if seconds == "" {
+		seconds = "0.5"
+	}
+	in, err := json.Marshal(inputs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("node", "../../hack/tokenizer-bench.js", dir, file, seconds)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("hack/tokenizer-bench.js: %v\n%s", err, stderr.String())
+	}
+	times := map[string]hfTime{}
+	if err := json.Unmarshal(out, &times); err != nil {
+		b.Fatalf("hack/tokenizer-bench.js printed %q: %v", out, err)
+	}
+	return times
+}
+
+// BenchmarkLoad measures building a tokenizer from its tokenizer.json, and
+// the heap one loaded tokenizer keeps (held-MB: live heap after Load and a
+// garbage collection, less the live heap before).
 func BenchmarkLoad(b *testing.B) {
 	for _, fam := range families {
 		data, err := os.ReadFile(filepath.Join(oracleDir(), "node_modules", fam.pkg, "models", "tokenizer.json"))
@@ -119,6 +197,30 @@ func BenchmarkLoad(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
+			b.ReportMetric(heldBytes(b, data)/(1<<20), "held-MB")
 		})
 	}
+}
+
+// heldBytes is the live heap one loaded tokenizer keeps.
+func heldBytes(b *testing.B, data []byte) float64 {
+	before := liveHeap()
+	tok, err := tokenizer.Load(data, tokenizer.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	after := liveHeap()
+	runtime.KeepAlive(tok)
+	return float64(after) - float64(before)
+}
+
+// liveHeap collects garbage and returns the live heap. Two collections: the
+// second frees what finalizers of the first released.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

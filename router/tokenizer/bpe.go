@@ -20,8 +20,8 @@ type bpeModel struct {
 	vocab map[string]uint32
 	// byteIDs is the id of each single byte.
 	byteIDs [256]uint32
-	// merges maps a pair of ids (left<<32 | right) to rank<<32 | merged id.
-	merges map[uint64]uint64
+	// merges maps a pair of ids to its rank and merged id.
+	merges *pairTable
 	// ignoreMerges looks a whole word up in the vocabulary before merging.
 	ignoreMerges bool
 	cache        *wordCache
@@ -55,96 +55,170 @@ func (m *bpeModel) appendWord(dst []uint32, word string) []uint32 {
 }
 
 // symbol is one part of a word being merged, linked to its neighbours.
-// A symbol merged into its left neighbour is marked gone.
+// A symbol merged into its left neighbour is marked gone. pairRank and
+// pairMerged describe the pair the symbol starts with its right neighbour
+// (pairRank noPair when that pair has no merge), kept current as the word
+// changes, so a candidate taken from the queue is checked and merged
+// without looking the pair up again.
 type symbol struct {
 	id         uint32
 	prev, next int32
+	pairRank   uint32
+	pairMerged uint32
 	gone       bool
 }
 
-// candidate is a possible merge of the symbol at pos with its right
-// neighbour. Candidates are taken lowest rank first, then leftmost, as
-// Hugging Face's library takes them; a candidate made stale by an earlier
-// merge is recognised when taken and skipped.
-type candidate struct {
-	rank   uint32
-	pos    int32
-	merged uint32
-}
+// noPair is the pairRank of a symbol whose pair has no merge: ranks are
+// bounded by MaxMerges, far below it.
+const noPair = ^uint32(0)
 
-func (a candidate) before(b candidate) bool {
-	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
-}
+// longWordBytes is the length from which a word is merged with rank
+// queues (bpelong.go) rather than one heap of every candidate: both take
+// the merges in the same order, but a long word's heap grows to one entry
+// per byte and each pop costs a walk down it.
+const longWordBytes = 256
 
 type bpeScratch struct {
 	symbols []symbol
-	heap    []candidate
+	heap    candidateHeap
+	queues  rankQueues
+	runs    []tokenRun
 }
 
-// merge applies the merges to word by rank with a binary heap: each merge
-// pushes at most two candidates, so a word of n bytes costs O(n log n).
+// merge applies the merges to word, lowest rank first and, within a rank,
+// leftmost first, as Hugging Face's library does.
 func (m *bpeModel) merge(dst []uint32, word string) []uint32 {
 	sc, _ := m.scratch.Get().(*bpeScratch)
 	if sc == nil {
 		sc = &bpeScratch{}
 	}
-	syms := sc.symbols[:0]
-	for i := 0; i < len(word); i++ {
-		syms = append(syms, symbol{id: m.byteIDs[word[i]], prev: int32(i) - 1, next: int32(i) + 1})
-	}
-	syms[len(syms)-1].next = -1
-	h := candidateHeap(sc.heap[:0])
-	for i := 0; i+1 < len(syms); i++ {
-		if v, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			h.push(candidate{rank: uint32(v >> 32), pos: int32(i), merged: uint32(v)})
+	defer m.scratch.Put(sc)
+	if len(word) >= longWordBytes && isOneByteRepeated(word) {
+		if out, ok := m.mergeRepeatedByte(dst, word[0], len(word), sc); ok {
+			return out
 		}
 	}
-	for len(h) > 0 {
-		top := h.pop()
-		left := &syms[top.pos]
-		if left.gone || left.next < 0 {
-			continue
-		}
-		right := &syms[left.next]
-		if v, ok := m.merges[pairKey(left.id, right.id)]; !ok || uint32(v) != top.merged {
-			continue // stale: a neighbour changed since this candidate was pushed
-		}
-		left.id = top.merged
-		right.gone = true
-		left.next = right.next
-		if right.next >= 0 {
-			syms[right.next].prev = top.pos
-		}
-		if left.prev >= 0 {
-			if v, ok := m.merges[pairKey(syms[left.prev].id, left.id)]; ok {
-				h.push(candidate{rank: uint32(v >> 32), pos: left.prev, merged: uint32(v)})
-			}
-		}
-		if left.next >= 0 {
-			if v, ok := m.merges[pairKey(left.id, syms[left.next].id)]; ok {
-				h.push(candidate{rank: uint32(v >> 32), pos: top.pos, merged: uint32(v)})
-			}
-		}
+	syms := m.symbolsOf(sc.symbols[:0], word)
+	if len(word) >= longWordBytes {
+		m.mergeByRankQueues(syms, &sc.queues)
+	} else {
+		m.mergeByHeap(syms, &sc.heap)
 	}
 	for i := int32(0); i >= 0; i = syms[i].next {
 		dst = append(dst, syms[i].id)
 	}
-	sc.symbols, sc.heap = syms, h
-	m.scratch.Put(sc)
+	sc.symbols = syms
 	return dst
 }
 
-func pairKey(left, right uint32) uint64 { return uint64(left)<<32 | uint64(right) }
+// symbolsOf appends one symbol per byte of word, linked in order.
+func (m *bpeModel) symbolsOf(syms []symbol, word string) []symbol {
+	for i := 0; i < len(word); i++ {
+		syms = append(syms, symbol{id: m.byteIDs[word[i]], prev: int32(i) - 1, next: int32(i) + 1})
+	}
+	syms[len(syms)-1].next = -1
+	return syms
+}
 
-// candidateHeap is a binary min-heap by candidate.before.
+// mergeByHeap keeps every possible merge in one binary heap ordered by
+// (rank, position): each merge pushes at most two candidates, so a word of
+// n bytes costs O(n log n). A candidate made stale by an earlier merge is
+// recognised when taken and skipped.
+func (m *bpeModel) mergeByHeap(syms []symbol, heap *candidateHeap) {
+	h := (*heap)[:0]
+	for i := range syms {
+		if rank := m.pairOf(syms, int32(i)); rank != noPair {
+			h = append(h, newCandidate(rank, int32(i)))
+		}
+	}
+	h.init()
+	for len(h) > 0 {
+		c := h.pop()
+		if !isCurrent(syms, c.pos(), c.rank()) {
+			continue
+		}
+		prev, pos := m.mergeAt(syms, c.pos())
+		if prev >= 0 && syms[prev].pairRank != noPair {
+			h.push(newCandidate(syms[prev].pairRank, prev))
+		}
+		if syms[pos].pairRank != noPair {
+			h.push(newCandidate(syms[pos].pairRank, pos))
+		}
+	}
+	*heap = h
+}
+
+// pairOf looks up the pair the symbol at pos starts, records it in the
+// symbol and returns its rank (noPair when it has no merge or no right
+// neighbour).
+func (m *bpeModel) pairOf(syms []symbol, pos int32) uint32 {
+	s := &syms[pos]
+	s.pairRank = noPair
+	if s.next >= 0 {
+		if rank, merged, ok := m.merges.get(s.id, syms[s.next].id); ok {
+			s.pairRank, s.pairMerged = rank, merged
+		}
+	}
+	return s.pairRank
+}
+
+// isCurrent reports whether the symbol at pos still starts the pair a
+// candidate of this rank was pushed for. Ranks are unique per pair, and the
+// pair starting at a position only ever grows, so a pair with the rank is
+// the pushed pair: this is the library's check that the merged id is
+// unchanged.
+func isCurrent(syms []symbol, pos int32, rank uint32) bool {
+	s := &syms[pos]
+	return !s.gone && s.pairRank == rank
+}
+
+// mergeAt merges the symbol at pos with its right neighbour, looks up the
+// two pairs that changed, and returns the merged symbol's left neighbour
+// and position.
+func (m *bpeModel) mergeAt(syms []symbol, pos int32) (prev, at int32) {
+	left := &syms[pos]
+	right := &syms[left.next]
+	left.id = left.pairMerged
+	right.gone = true
+	left.next = right.next
+	if right.next >= 0 {
+		syms[right.next].prev = pos
+	}
+	m.pairOf(syms, pos)
+	if left.prev >= 0 {
+		m.pairOf(syms, left.prev)
+	}
+	return left.prev, pos
+}
+
+// candidate is a possible merge of the symbol at a position with its right
+// neighbour, packed as rank<<32 | position so that ordering candidates is
+// one integer comparison: lowest rank first, then leftmost.
+type candidate uint64
+
+func newCandidate(rank uint32, pos int32) candidate {
+	return candidate(uint64(rank)<<32 | uint64(uint32(pos)))
+}
+
+func (c candidate) rank() uint32 { return uint32(c >> 32) }
+func (c candidate) pos() int32   { return int32(uint32(c)) }
+
+// candidateHeap is a binary min-heap of candidates.
 type candidateHeap []candidate
+
+// init orders a filled slice into a heap in linear time.
+func (h candidateHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
 
 func (h *candidateHeap) push(c candidate) {
 	*h = append(*h, c)
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		parent := (i - 1) / 2
-		if !s[i].before(s[parent]) {
+		if s[parent] <= s[i] {
 			break
 		}
 		s[i], s[parent] = s[parent], s[i]
@@ -158,22 +232,26 @@ func (h *candidateHeap) pop() candidate {
 	last := len(s) - 1
 	s[0] = s[last]
 	s = s[:last]
-	for i := 0; ; {
-		smallest, l, r := i, 2*i+1, 2*i+2
-		if l < len(s) && s[l].before(s[smallest]) {
+	s.down(0)
+	*h = s
+	return top
+}
+
+func (h candidateHeap) down(i int) {
+	for {
+		smallest, l := i, 2*i+1
+		if l < len(h) && h[l] < h[smallest] {
 			smallest = l
 		}
-		if r < len(s) && s[r].before(s[smallest]) {
+		if r := l + 1; r < len(h) && h[r] < h[smallest] {
 			smallest = r
 		}
 		if smallest == i {
-			break
+			return
 		}
-		s[i], s[smallest] = s[smallest], s[i]
+		h[i], h[smallest] = h[smallest], h[i]
 		i = smallest
 	}
-	*h = s
-	return top
 }
 
 // wordCache is a fixed-size, direct-mapped cache from a word to its ids.

@@ -155,6 +155,7 @@ func goldenCorpus() []string {
 	corpus := slices.Clone(handWritten)
 	corpus = append(corpus, numberCases()...)
 	corpus = append(corpus, whitespaceCases()...)
+	corpus = append(corpus, longWordCases()...)
 	rng := rand.New(rand.NewPCG(13, 2026))
 	for len(corpus) < 2500 {
 		corpus = append(corpus, randomText(rng))
@@ -220,6 +221,28 @@ func whitespaceCases() []string {
 		}
 	}
 	return out
+}
+
+// longWordCases are words long enough for the rank queues and the run
+// passes (bpelong.go, bperuns.go): one byte repeated, short units repeated
+// and seeded random letters.
+func longWordCases() []string {
+	var out []string
+	for _, unit := range []string{" ", "a", "x", "=", "\n", "\t", "-", "ab", "ha", "你", "😀", "abc "} {
+		for _, n := range []int{255, 256, 257, 1000, 4097} {
+			out = append(out, strings.Repeat(unit, n))
+		}
+	}
+	rng := rand.New(rand.NewPCG(13, 256))
+	letters := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	for _, n := range []int{300, 2000, 9000} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = letters[rng.IntN(len(letters))]
+		}
+		out = append(out, string(b))
+	}
+	return append(out, "x"+strings.Repeat(" ", 3000)+"y", strings.Repeat("aaaab", 800))
 }
 
 // atoms are the pieces random strings are built from, by kind.

@@ -377,7 +377,7 @@ func expectDelim(dec *json.Decoder, want json.Delim) error {
 // twice is refused: which rank wins is not a documented behaviour.
 func (m *bpeModel) loadMerges(raw json.RawMessage, others map[string]uint32, limits Limits) error {
 	const field = "model.merges"
-	m.merges = map[uint64]uint64{}
+	m.merges = newPairTable()
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := expectDelim(dec, '['); err != nil {
 		return invalid(field, "%v", err)
@@ -413,11 +413,10 @@ func (m *bpeModel) addMerge(left, right string, rank int, others map[string]uint
 	if !leftByteLevel || !rightByteLevel {
 		return nil // names a token no byte-level word can hold: never applies
 	}
-	key := pairKey(leftID, rightID)
-	if _, dup := m.merges[key]; dup {
+	if m.merges.has(leftID, rightID) {
 		return fmt.Errorf("the pair %q %q is listed twice", left, right)
 	}
-	m.merges[key] = uint64(rank)<<32 | uint64(mergedID)
+	m.merges.put(leftID, rightID, uint32(rank), mergedID)
 	return nil
 }
 
