@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/fakefleet/frontend"
+	"switchyard/recorder"
+	"switchyard/router/picker"
+	"switchyard/sim/replay"
 )
 
 // promptsOK reads switchyard_dynamo_kv_prompts_total{result="ok"}.
@@ -49,8 +53,12 @@ func metricValue(t *testing.T, d *demo, series string) float64 {
 // workers by the blocks they report holding. A multi-turn conversation
 // sent through the official OpenAI client lands, turn after turn, on the
 // prefill worker that cached its prefix, and the selections count overlap.
+// The recording holds every request's token ids, and its replay makes each
+// KV-aware selection again.
 func TestDemoRoutesAConversationToItsCache(t *testing.T) {
-	d := startTestDemo(t, 50, 30*time.Second)
+	rec := filepath.Join(t.TempDir(), "kv.db")
+	d := startTestDemoWith(t, demoOptions{addr: "127.0.0.1:0", prefills: 2, decodes: 2, speedup: 50, drain: 30 * time.Second,
+		kv: true, record: rec})
 	ctx := context.Background()
 	oai := openai.NewClient(option.WithBaseURL(d.base()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	system := strings.Repeat("You are the switchyard's careful assistant; answer in plain words and cite the docs. ", 60)
@@ -92,6 +100,30 @@ func TestDemoRoutesAConversationToItsCache(t *testing.T) {
 		require.Equal(t, first, got, "turn %d goes to the prefill worker holding the conversation\n%s", turn, kvMetrics(t, d))
 	}
 	require.GreaterOrEqual(t, overlapSelections(t, d)-before, 3.0, "each later turn scored prefix overlap")
+
+	d.stop()
+	rd, err := recorder.Open(rec)
+	require.NoError(t, err)
+	defer rd.Close()
+	rep, err := replay.Run(rd, 0, "")
+	require.NoError(t, err)
+	require.True(t, rep.Exact(), "divergences: %+v", rep.Divergences)
+	var withTokens, kvAware int
+	require.NoError(t, rd.Entries(rep.RunID, func(e recorder.Entry) error {
+		switch v := e.Value.(type) {
+		case recorder.Request:
+			if len(v.Tokens) > 0 {
+				withTokens++
+			}
+		case recorder.Selection:
+			if v.Sel.PrefillReason == picker.ReasonKVAware {
+				kvAware++
+			}
+		}
+		return nil
+	}))
+	require.GreaterOrEqual(t, withTokens, 4, "the conversation's turns were recorded with their token ids")
+	require.GreaterOrEqual(t, kvAware, 3, "the later turns were the KV-aware picker's")
 }
 
 // kvMetrics are the router's KV and prompt series, for failure messages.

@@ -29,10 +29,15 @@ import (
 // stopped at the end of the test, if the test has not stopped it.
 func startTestDemo(t *testing.T, speedup float64, drain time.Duration) *demo {
 	t.Helper()
+	return startTestDemoWith(t, demoOptions{addr: "127.0.0.1:0", prefills: 2, decodes: 2, speedup: speedup, drain: drain, kv: true})
+}
+
+// startTestDemoWith starts the demo with o and waits for its fleet.
+func startTestDemoWith(t *testing.T, o demoOptions) *demo {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the demo stack")
 	}
-	o := demoOptions{addr: "127.0.0.1:0", prefills: 2, decodes: 2, speedup: speedup, drain: drain, kv: true}
 	d, err := startDemo(context.Background(), o, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(d.stop)
