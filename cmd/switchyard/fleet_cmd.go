@@ -50,6 +50,10 @@ func newFleetCmd() *cobra.Command {
 			defer rf.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake fleet: %d workers serving %s; frontend http://%s (faults under /fleet/)\n",
 				len(rf.fleet.Members()), ff.Model, rf.Addr())
+			if pins := rf.fleet.Checksums(); len(pins) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "the cards name a tokenizer; for KV-aware routing pin it under the router's dynamo.kv:\n  %s\n",
+					pinnedArtifactsLine(pins))
+			}
 			<-ctx.Done()
 			return nil
 		},
@@ -67,11 +71,34 @@ type runningFleet struct {
 	fleet    *fleet.Fleet
 	listener net.Listener
 	http     *http.Server
+	// artifactsDir holds a built-in tokenizer's files while the cards
+	// name them.
+	artifactsDir string
 }
 
 // startFleet registers ff's workers in its etcd and serves the frontend
 // emulation on ff.Frontend. The caller owns Close.
 func startFleet(ctx context.Context, ff *fleetFile, log *slog.Logger) (*runningFleet, error) {
+	arts, artsDir, err := ff.fleetArtifacts()
+	if err != nil {
+		return nil, err
+	}
+	rf, err := startFleetWith(ctx, ff, arts, log)
+	if err != nil {
+		removeDir(artsDir)
+		return nil, err
+	}
+	rf.artifactsDir = artsDir
+	return rf, nil
+}
+
+func removeDir(dir string) {
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func startFleetWith(ctx context.Context, ff *fleetFile, arts *fleet.Artifacts, log *slog.Logger) (*runningFleet, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: ff.Etcd.Endpoints, DialTimeout: 10 * time.Second})
 	if err != nil {
 		return nil, err
@@ -86,7 +113,8 @@ func startFleet(ctx context.Context, ff *fleetFile, log *slog.Logger) (*runningF
 		BlockSize: ff.Card.BlockSize, TotalKVBlocks: ff.Card.TotalKVBlocks, MaxNumBatchedTokens: ff.Card.MaxNumBatchedTokens,
 		MaxNumSeqs: ff.Card.MaxNumSeqs, ContextLength: ff.Card.ContextLength, DPSize: ff.Card.DPSize,
 		SpeedupRatio: ff.SpeedupRatio, LeaseTTL: ff.LeaseTTL, Engine: !ff.SimpleWorkers,
-		Fields: publish.Fields{ActiveDecodeBlocks: ff.PublishSchedulerFields, ActivePrefillTokens: ff.PublishSchedulerFields},
+		Fields:    publish.Fields{ActiveDecodeBlocks: ff.PublishSchedulerFields, ActivePrefillTokens: ff.PublishSchedulerFields},
+		Artifacts: arts,
 	}, log.With("component", "fleet"))
 	if err != nil {
 		l.Close()
@@ -106,4 +134,5 @@ func (r *runningFleet) Close() {
 	r.http.Close()
 	r.fleet.Close()
 	r.cli.Close()
+	removeDir(r.artifactsDir)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"switchyard/fixtures"
 	"switchyard/internal/etcdtest"
 	"switchyard/internal/syncbuf"
 )
@@ -35,6 +36,7 @@ model: m
 workers: {prefill: 1, decode: 2}
 speedup_ratio: 100
 lease_ttl_seconds: 5
+tokenizer: builtin:switchyard-bpe-4k
 `, etcd.Endpoint(), fe)), 0o600))
 	cmd := exec.Command(bin, "fleet", "--config", cfg)
 	out := &syncbuf.Buffer{}
@@ -51,6 +53,9 @@ lease_ttl_seconds: 5
 	waitFor(t, 20*time.Second, "three workers in etcd", func() bool { return count() == 3 })
 	// The banner is printed after the last registration reaches etcd.
 	waitFor(t, 10*time.Second, "the serving banner", func() bool { return strings.Contains(out.String(), "3 workers serving m") })
+	// The checksums to pin, as a line of the router's dynamo.kv.
+	pins := fmt.Sprintf("  pinned_artifacts: [%q, %q]\n", fixtureChecksum(t, fixtures.TokenizerJSON), fixtureChecksum(t, fixtures.TokenizerConfig))
+	waitFor(t, 10*time.Second, "the checksums to pin", func() bool { return strings.Contains(out.String(), pins) })
 	resp, err := http.Get("http://" + fe + "/fleet/workers")
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -44,12 +45,23 @@ type fleetFile struct {
 	// SimpleWorkers runs fakefleet/worker instead of the engine model (no
 	// KV events, no prefix cache).
 	SimpleWorkers bool `yaml:"simple_workers"`
+	// Tokenizer is a tokenizer.json every worker's card names and the
+	// frontend emulation tokenizes prompts with, or builtinTokenizerPrefix
+	// and a fixture's name for the project's test tokenizer. Relative
+	// paths start from the fleet file's folder.
+	Tokenizer string `yaml:"tokenizer"`
+	// TokenizerConfig is the tokenizer's tokenizer_config.json, with the
+	// chat template the router renders chat requests with.
+	TokenizerConfig string `yaml:"tokenizer_config"`
+
+	// dir is the fleet file's folder.
+	dir string
 }
 
 // fleetFileKeys are the top-level keys only a fleet file has; config
 // validate tells the two kinds of file apart by them.
 var fleetFileKeys = []string{"etcd", "frontend", "namespace", "model", "workers", "card",
-	"speedup_ratio", "lease_ttl_seconds", "publish_scheduler_fields", "simple_workers"}
+	"speedup_ratio", "lease_ttl_seconds", "publish_scheduler_fields", "simple_workers", "tokenizer", "tokenizer_config"}
 
 // maxFleetWorkers bounds one fleet: each worker holds publisher sockets
 // and an etcd lease, so a count past it is surely a typo.
@@ -62,7 +74,7 @@ func loadFleetFile(path string) (*fleetFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ff fleetFile
+	ff := fleetFile{dir: filepath.Dir(path)}
 	if err := config.ParseInto(data, &ff, os.LookupEnv); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -133,6 +145,7 @@ func (ff *fleetFile) validate() (errs, warns []config.Issue) {
 	if ff.LeaseTTL < 0 {
 		fail("lease_ttl_seconds", "must not be negative (0 takes the default)")
 	}
+	errs = append(errs, ff.validateTokenizer()...)
 	return errs, warns
 }
 

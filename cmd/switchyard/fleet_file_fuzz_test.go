@@ -17,6 +17,8 @@ func FuzzFleetFile(f *testing.F) {
 	}
 	f.Add([]byte("model: m\nworkers: {prefill: 9223372036854775807, decode: 1}\n"))
 	f.Add([]byte("etcd: {endpoints: [\"\"]}\nfrontend: \":0\"\nmodel: ${M:-m}\nworkers: {aggregated: 1}\n"))
+	f.Add([]byte("etcd: {endpoints: [e]}\nfrontend: \":0\"\nmodel: m\nworkers: {aggregated: 1}\ntokenizer: builtin:switchyard-bpe-4k\n"))
+	f.Add([]byte("etcd: {endpoints: [e]}\nfrontend: \":0\"\nmodel: m\nworkers: {aggregated: 1}\ntokenizer: fleet_file.go\ntokenizer_config: .\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		keys, _ := config.TopLevelKeys(data)
 		_ = looksLikeFleetFile(keys)

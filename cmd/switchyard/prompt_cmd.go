@@ -31,7 +31,7 @@ func newPromptCmd() *cobra.Command {
 		Use:   "prompt",
 		Short: "Inspect prompts as the KV-aware picker sees them",
 	}
-	cmd.AddCommand(newPromptHashCmd(), newPromptTokenizeCmd())
+	cmd.AddCommand(newPromptHashCmd(), newPromptTokenizeCmd(), newPromptRenderCmd())
 	return cmd
 }
 

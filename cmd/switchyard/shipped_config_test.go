@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"switchyard/fixtures"
 	"switchyard/router/config"
 	"switchyard/router/server"
 )
@@ -141,4 +143,44 @@ func TestShippedServeAndFleetServeChat(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got, &chat))
 	require.Len(t, chat.Choices, 1)
 	assert.NotEmpty(t, chat.Choices[0].Message.Content)
+
+	// KV-aware selection tokenizes chats with the fleet's built-in
+	// tokenizer, which embedded.yaml pins (the artifacts load in the
+	// background after discovery).
+	waitFor(t, 30*time.Second, "a chat rendered and tokenized with the fleet's tokenizer", func() bool {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return scrape(t, base, `switchyard_dynamo_kv_prompts_total{result="ok"}`) > 0
+	})
+}
+
+// scrape reads one series from a router's /metrics (0 when absent).
+func scrape(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
+}
+
+// embedded.yaml pins exactly the artifacts fleet.yaml's cards name: the
+// built-in test tokenizer's files (retraining it changes them).
+func TestShippedRouterPinsTheShippedFleetsTokenizer(t *testing.T) {
+	cfg, ff := loadShippedPair(t)
+	require.True(t, cfg.Dynamo.KV.Enabled)
+	require.Equal(t, builtinTokenizerPrefix+fixtures.TestTokenizer, ff.Tokenizer)
+	require.Equal(t, []string{fixtureChecksum(t, fixtures.TokenizerJSON), fixtureChecksum(t, fixtures.TokenizerConfig)},
+		cfg.Dynamo.KV.PinnedArtifacts)
 }

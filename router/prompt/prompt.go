@@ -89,6 +89,10 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// DefaultLimits are the bounds a zero Limits takes, so that tools show
+// what the router would render and refuse what it would refuse.
+func DefaultLimits() Limits { return Limits{}.withDefaults() }
+
 // Service renders and tokenizes prompts. It is safe for concurrent use.
 type Service struct {
 	src     Source

@@ -36,3 +36,22 @@ func FromFiles(tokenizerJSON, tokenizerConfig []byte) (*Prepared, error) {
 	p.Key = key.String()
 	return p, nil
 }
+
+// TemplateFromFile parses a chat template file as the router reads a
+// card's: a tokenizer_config.json (its chat_template, named templates
+// included, and special tokens) or, with plain, a chat_template.jinja.
+// The Renderer picks and renders exactly as a live request's does.
+func TemplateFromFile(data []byte, plain bool) (Renderer, error) {
+	if plain {
+		t, err := template.ParseFile(data, template.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return single{t}, nil
+	}
+	ts, err := template.FromTokenizerConfig(data, template.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return chooser{ts}, nil
+}
