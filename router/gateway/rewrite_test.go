@@ -28,8 +28,8 @@ func TestPromptRewriteExactBodies(t *testing.T) {
 	}{
 		{
 			name: "globals prepended in order, the rest byte for byte", globals: []string{"Be brief.", "<b>&</b>"},
-			body: `{"model":"m",  "messages" : [ {"content":"hi","role":"user"} ] ,"temperature":0.50}`,
-			want: `{"model":"m",  "messages" : [{"role":"system","content":"Be brief."},{"role":"system","content":"<b>&</b>"},{"content":"hi","role":"user"}] ,"temperature":0.50}`,
+			body:   `{"model":"m",  "messages" : [ {"content":"hi","role":"user"} ] ,"temperature":0.50}`,
+			want:   `{"model":"m",  "messages" : [{"role":"system","content":"Be brief."},{"role":"system","content":"<b>&</b>"},{"content":"hi","role":"user"}] ,"temperature":0.50}`,
 			result: metrics.RewriteRewritten,
 		},
 		{
