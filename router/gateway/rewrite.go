@@ -326,3 +326,60 @@ func withContent(msg []byte, text string) []byte {
 	}
 	return append(out, '}')
 }
+
+// rewriteMemo is one rewritten chat body: base as rw rewrote it.
+type rewriteMemo struct {
+	rw   *promptRewrite
+	base []byte
+	out  []byte
+}
+
+// rewritten is the chat body base as b is sent it. The last result is
+// kept: a request's render and sends rewrite one base, and replicas of a
+// pool usually rewrite alike.
+func (x *exchange) rewritten(b *backend, base []byte) []byte {
+	if b.rw == nil {
+		return base
+	}
+	m := &x.rewrite
+	if m.rw != nil && m.rw.same(b.rw) && sameBuffer(m.base, base) {
+		return m.out
+	}
+	out, result := b.rw.apply(base)
+	x.g.noteRewrite(b, result)
+	*m = rewriteMemo{rw: b.rw, base: base, out: out}
+	return out
+}
+
+// sameBuffer reports whether a and b are the same bytes in memory.
+func sameBuffer(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// noteRewrite counts a rewrite's result and logs a body sent as it was,
+// once per result for each backend's configuration.
+func (g *Gateway) noteRewrite(b *backend, result string) {
+	if result == "" {
+		return
+	}
+	g.metrics.CountPromptRewrite(result)
+	if result == metrics.RewriteRewritten {
+		return
+	}
+	i := slices.Index(metrics.RewriteResults, result)
+	if i < 0 || i >= len(b.rw.warned) || b.rw.warned[i].Swap(true) {
+		return
+	}
+	g.log.Warn("chat body sent without the backend's prompt rewrite (logged once per backend until reload)",
+		"backend", b.name, "result", result, "why", rewriteWhy(result))
+}
+
+func rewriteWhy(result string) string {
+	switch result {
+	case metrics.RewriteNonTextSystem:
+		return "a system message holds other than text, so system messages cannot be merged into one"
+	case metrics.RewriteTooManyMessages:
+		return "more messages than the gateway reads"
+	}
+	return "no messages array, or a message names role or content twice"
+}
