@@ -40,7 +40,8 @@ func TestPromptRewritesReachBackends(t *testing.T) {
 	cfg := dynamoConfig([]string{"dyn-a"},
 		rewritingBackend(shim, true, []string{"Be brief.", "Cite sources."}, dynamoModel),
 		rewritingBackend(vllm, false, []string{"Unified rule."}, plainModel))
-	f := newFixture(t, cfg, []*discovery.Worker{worker("dynamo", aggID, discovery.RoleAggregated, dynamoModel)})
+	logs := &captureHandler{}
+	f := newFixture(t, cfg, []*discovery.Worker{worker("dynamo", aggID, discovery.RoleAggregated, dynamoModel)}, withLog(logs))
 
 	for i, stream := range []string{"false", "true"} {
 		in := `{"model":"Qwen/Qwen3-32B","stream":` + stream + `, "messages":[{"role":"user","content":"Hi"},{"content":"Use metric units.","role":"system"}],"temperature":0.2}`
@@ -64,10 +65,16 @@ func TestPromptRewritesReachBackends(t *testing.T) {
 	assert.Equal(t, completion, string(shim.requests()[2].Body), "completions bodies are not rewritten")
 
 	image := `{"model":"Qwen/Qwen3-32B","messages":[{"role":"system","content":"a"},{"role":"system","content":[{"type":"image_url","image_url":{"url":"data:,"}}]},{"role":"user","content":"Hi"}]}`
-	resp, body = f.post(pathChat, image, nil)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	assert.Equal(t, image, string(shim.requests()[3].Body), "a system message that is not text leaves the body as it was")
-	assert.Equal(t, 1.0, rewriteCount(f, metrics.RewriteNonTextSystem))
+	for i := range 2 {
+		resp, body = f.post(pathChat, image, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		assert.Equal(t, image, string(shim.requests()[3+i].Body), "a system message that is not text leaves the body as it was")
+	}
+	assert.Equal(t, 2.0, rewriteCount(f, metrics.RewriteNonTextSystem), "counted every time")
+	warned := logs.warnings()
+	require.Len(t, warned, 1, "logged once per backend")
+	assert.Equal(t, "dyn-a", warned[0].attrs["backend"])
+	assert.Equal(t, metrics.RewriteNonTextSystem, warned[0].attrs["result"])
 	assert.Equal(t, 3.0, rewriteCount(f, metrics.RewriteRewritten))
 }
 
