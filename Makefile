@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzResponsesBody -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/frontend/
 	$(GO) test -run '^$$' -fuzz FuzzParseInbound -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzWithTokenData -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzPromptRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 

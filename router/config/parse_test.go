@@ -328,3 +328,19 @@ func TestTopLevelKeys(t *testing.T) {
 	assert.Contains(t, TopLevelFields(), "dynamo")
 	assert.Len(t, TopLevelFields(), 7)
 }
+
+func TestBackendPromptRewritesParse(t *testing.T) {
+	c := parse(t, `
+backends:
+	- name: a
+		url: "http://a:1"
+		global_prompts: ["Be brief.", "Answer in French."]
+		requires_single_leading_system: true
+	- name: b
+		url: "http://b:1"
+`)
+	assert.Equal(t, []string{"Be brief.", "Answer in French."}, c.Backends[0].GlobalPrompts)
+	assert.True(t, c.Backends[0].RequiresSingleLeadingSystem)
+	assert.Empty(t, c.Backends[1].GlobalPrompts)
+	assert.False(t, c.Backends[1].RequiresSingleLeadingSystem)
+}

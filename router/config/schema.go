@@ -55,6 +55,13 @@ type Backend struct {
 	// Enabled is a pointer so that an absent key can mean true.
 	Enabled      *bool  `yaml:"enabled"`
 	ResponsesAPI string `yaml:"responses_api"`
+	// GlobalPrompts are prepended, in order, as system messages to every
+	// chat completions body sent to this backend.
+	GlobalPrompts []string `yaml:"global_prompts"`
+	// RequiresSingleLeadingSystem merges every system message of a chat
+	// body sent to this backend (global prompts included) into one, first:
+	// for frontends whose chat template accepts no other shape.
+	RequiresSingleLeadingSystem bool `yaml:"requires_single_leading_system"`
 	// Timeout bounds one upstream exchange: a buffered response in full, or
 	// a stream's wait for its head and every gap between its events.
 	Timeout        Duration       `yaml:"timeout"`

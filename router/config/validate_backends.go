@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 func (k *checker) backends(c *Config) {
@@ -41,7 +42,32 @@ func (k *checker) backends(c *Config) {
 				k.err(index(p+".models", j), "must not be empty")
 			}
 		}
+		k.globalPrompts(p+".global_prompts", b.GlobalPrompts)
 		k.backendTimeouts(p, b, c.Gateway.RequestTimeout)
+	}
+}
+
+// Bounds on backends[].global_prompts: each is sent with every chat body,
+// so they stay small.
+const (
+	MaxGlobalPrompts     = 16
+	MaxGlobalPromptBytes = 64 << 10
+)
+
+func (k *checker) globalPrompts(p string, prompts []string) {
+	if len(prompts) > MaxGlobalPrompts {
+		k.err(p, "at most %d prompts, got %d", MaxGlobalPrompts, len(prompts))
+		return
+	}
+	for i, s := range prompts {
+		switch {
+		case strings.TrimSpace(s) == "":
+			k.err(index(p, i), "must not be empty or only whitespace (an unset ${VAR:-} default?)")
+		case len(s) > MaxGlobalPromptBytes:
+			k.err(index(p, i), "must be at most %d bytes, got %d", MaxGlobalPromptBytes, len(s))
+		case !utf8.ValidString(s):
+			k.err(index(p, i), "must be valid UTF-8")
+		}
 	}
 }
 

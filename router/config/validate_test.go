@@ -41,6 +41,13 @@ func TestValidateServerAdminBackends(t *testing.T) {
 		{"backend role", func(c *Config) { c.Backends[0].Role = "both" }, wantErr, "backends[0].role", "unified"},
 		{"backend responses_api native", func(c *Config) { c.Backends[0].ResponsesAPI = ResponsesNative }, wantOK, "", ""},
 		{"backend responses_api", func(c *Config) { c.Backends[0].ResponsesAPI = "yes" }, wantErr, "backends[0].responses_api", "native"},
+		{"backend global prompts", func(c *Config) { c.Backends[0].GlobalPrompts = repeat("Be brief #.", MaxGlobalPrompts) }, wantOK, "", ""},
+		{"backend global prompts too many", func(c *Config) { c.Backends[0].GlobalPrompts = repeat("p#", MaxGlobalPrompts+1) }, wantErr, "backends[0].global_prompts", "at most 16"},
+		{"backend global prompt empty", func(c *Config) { c.Backends[0].GlobalPrompts = []string{"ok", " \n"} }, wantErr, "backends[0].global_prompts[1]", "empty"},
+		{"backend global prompt largest", func(c *Config) { c.Backends[0].GlobalPrompts = []string{strings.Repeat("a", MaxGlobalPromptBytes)} }, wantOK, "", ""},
+		{"backend global prompt too long", func(c *Config) { c.Backends[0].GlobalPrompts = []string{strings.Repeat("a", MaxGlobalPromptBytes+1)} }, wantErr, "backends[0].global_prompts[0]", "at most 65536 bytes"},
+		{"backend global prompt not utf-8", func(c *Config) { c.Backends[0].GlobalPrompts = []string{"a\xff"} }, wantErr, "backends[0].global_prompts[0]", "UTF-8"},
+		{"backend single leading system", func(c *Config) { c.Backends[0].RequiresSingleLeadingSystem = true }, wantOK, "", ""},
 		{"backend model empty", func(c *Config) { c.Backends[0].Models = []string{"m", " "} }, wantErr, "backends[0].models[1]", "empty"},
 		{"source", func(c *Config) { c.Dynamo.Discovery.Source = "consul" }, wantErr, "dynamo.discovery.source", "etcd, kubernetes or kubernetes_pods"},
 	})

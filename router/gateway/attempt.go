@@ -103,8 +103,13 @@ func (x *exchange) try(cands []*backend, pn *pinning) (*attempt, outcome) {
 // send makes one upstream request, with the pins when sel is set.
 func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt, outcome) {
 	path, body := x.path, x.in.body
-	if sel != nil && x.tokens != nil && x.st.cfg.Dynamo.KV.SendTokenData {
-		// Only a pinned send goes to a shim; a fallback never carries it.
+	if x.chat {
+		body = x.rewritten(b, body)
+	}
+	if sel != nil && x.tokens != nil && x.st.cfg.Dynamo.KV.SendTokenData && (!x.chat || x.renderedRW.same(b.rw)) {
+		// Only a pinned send goes to a shim; a fallback never carries it,
+		// nor a replica whose rewrite makes a body other than the one
+		// rendered (its frontend tokenizes what it gets).
 		body = withTokenData(body, x.tokens)
 	}
 	if x.conv != nil {
@@ -113,6 +118,9 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 			b.rt.breaker.done(trial, neutral, x.g.clock.Now())
 			x.unsent = p
 			return nil, unsendable
+		}
+		if path == pathChat {
+			body = x.rewritten(b, body)
 		}
 	}
 	ctx, cancel := context.WithCancelCause(x.ctx)

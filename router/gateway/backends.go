@@ -19,6 +19,9 @@ type backend struct {
 	// shim: listed in a dynamo.shim pool, so never a fallback target.
 	shim bool
 	rt   *runtime
+	// rw rewrites the chat bodies sent to it (nil: none); rebuilt with
+	// the state on every reload.
+	rw *promptRewrite
 }
 
 // usable reports whether a request with key may be sent to b now.
@@ -105,7 +108,7 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 	byName := map[string]*backend{}
 	kept := map[*runtime]bool{}
 	for _, bc := range cfg.Backends {
-		b := &backend{name: bc.Name, cfg: bc, base: strings.TrimRight(bc.URL, "/")}
+		b := &backend{name: bc.Name, cfg: bc, base: strings.TrimRight(bc.URL, "/"), rw: newPromptRewrite(bc)}
 		if rt := old[bc.Name]; rt != nil && rt.fits(b.name, b.base, bc) {
 			b.rt = rt
 		} else {
@@ -185,6 +188,19 @@ func (st *state) dynamoModel(client string) string {
 		return m
 	}
 	return client
+}
+
+// renderReplica is the backend whose view of a chat body prompt rendering
+// takes: the first shim replica of the first of the namespaces a request
+// may be pinned to, nil when none.
+func (st *state) renderReplica(namespaces []string) *backend {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	if pl := st.poolByNS[namespaces[0]]; pl != nil && len(pl.members) > 0 {
+		return pl.members[0]
+	}
+	return nil
 }
 
 // usableNamespaces lists, in configuration order, the namespaces whose

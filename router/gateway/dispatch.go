@@ -42,6 +42,12 @@ type exchange struct {
 	// tokens are the prompt's ids the router rendered (nil without),
 	// sent as nvext.token_data with dynamo.kv.send_token_data.
 	tokens []uint32
+	// renderedRW is the prompt rewrite the rendered chat body went
+	// through: only a send rewritten alike may carry the tokens.
+	renderedRW *promptRewrite
+	// rewrite holds the last rewritten chat body, so the render and the
+	// sends (and retries) to replicas that rewrite alike build it once.
+	rewrite rewriteMemo
 }
 
 // serve routes the request: pinned through a shim when the picker finds
@@ -77,7 +83,12 @@ func (x *exchange) render(req *picker.Request) {
 		req.NoTokens = picker.KVRenderUnavailable
 		return
 	}
-	req.Tokens, req.NoTokens = x.g.prompter.Tokens(x.ctx, req.Model, x.chat, x.in.body)
+	body := x.in.body
+	if b := x.st.renderReplica(req.Namespaces); x.chat && b != nil {
+		// The body as that replica's frontend receives and tokenizes it.
+		body, x.renderedRW = x.rewritten(b, body), b.rw
+	}
+	req.Tokens, req.NoTokens = x.g.prompter.Tokens(x.ctx, req.Model, x.chat, body)
 	if req.Tokens != nil {
 		req.PromptTokens = uint64(len(req.Tokens))
 		x.tokens = req.Tokens

@@ -359,6 +359,7 @@ type fixtureOptions struct {
 	readTimeout time.Duration
 	onOutcome   func(Outcome)
 	log         *slog.Logger
+	prompter    Prompter
 }
 
 func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, opts ...func(*fixtureOptions)) *fixture {
@@ -375,7 +376,7 @@ func newFixture(t *testing.T, cfg *config.Config, workers []*discovery.Worker, o
 	f.pinner = newTestPinner(reg, f.picker)
 	f.gw = New(cfg, Options{
 		Registry: reg, Pinner: f.pinner, Metrics: f.metrics.Gateway,
-		Log: o.log, Clock: o.clock, OnOutcome: o.onOutcome,
+		Log: o.log, Clock: o.clock, OnOutcome: o.onOutcome, Prompter: o.prompter,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", f.gw.Handler())

@@ -88,6 +88,19 @@ const (
 // RefusedReasons lists every reason label value.
 var RefusedReasons = []string{RefusedOverloaded, RefusedBounds, RefusedDuplicateKey}
 
+// Results of a backend's prompt rewrite of a chat body (the result label
+// of switchyard_gateway_prompt_rewrites_total). Every result but
+// rewritten sends the body as it was.
+const (
+	RewriteRewritten       = "rewritten"         // global prompts added or system messages merged
+	RewriteNonTextSystem   = "non_text_system"   // a system message with other than text content: not merged
+	RewriteUnreadable      = "unreadable"        // no messages array, or a message naming role or content twice
+	RewriteTooManyMessages = "too_many_messages" // more messages than the gateway reads
+)
+
+// RewriteResults lists every result label value.
+var RewriteResults = []string{RewriteRewritten, RewriteNonTextSystem, RewriteUnreadable, RewriteTooManyMessages}
+
 // Gateway are the HTTP ingress collectors. The backend label only ever
 // holds configured backend names: SetBackends installs the set, and counts
 // for any other name are dropped.
@@ -99,6 +112,7 @@ type Gateway struct {
 	DisaggErrors   *prometheus.CounterVec
 	DisaggRequests *prometheus.CounterVec
 	Refused        *prometheus.CounterVec
+	PromptRewrites *prometheus.CounterVec
 
 	mu    sync.RWMutex
 	known map[string]bool
@@ -138,7 +152,14 @@ func newGateway() *Gateway {
 			Name: "switchyard_gateway_refused_requests_total",
 			Help: "Client requests refused before routing, by reason: overloaded (503), bounds or duplicate_key (400).",
 		}, []string{"reason"}),
+		PromptRewrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_gateway_prompt_rewrites_total",
+			Help: "Chat bodies a backend's global_prompts or requires_single_leading_system applied to, by result: rewritten, or sent as they were (non_text_system, unreadable, too_many_messages).",
+		}, []string{"result"}),
 		known: map[string]bool{},
+	}
+	for _, r := range RewriteResults {
+		g.PromptRewrites.WithLabelValues(r)
 	}
 	for _, r := range RefusedReasons {
 		g.Refused.WithLabelValues(r)
@@ -156,7 +177,7 @@ func newGateway() *Gateway {
 }
 
 func (g *Gateway) collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.Requests, g.Duration, g.Backend, g.Healthy, g.DisaggErrors, g.DisaggRequests, g.Refused}
+	return []prometheus.Collector{g.Requests, g.Duration, g.Backend, g.Healthy, g.DisaggErrors, g.DisaggRequests, g.Refused, g.PromptRewrites}
 }
 
 // ObserveRequest counts one finished client request.
@@ -227,6 +248,12 @@ func (g *Gateway) CountRoutingPath(path string) {
 // CountRefused counts a request refused before routing.
 func (g *Gateway) CountRefused(reason string) {
 	g.Refused.WithLabelValues(closed(reason, RefusedReasons, RefusedBounds)).Inc()
+}
+
+// CountPromptRewrite counts one chat body a backend's prompt rewrite
+// applied to.
+func (g *Gateway) CountPromptRewrite(result string) {
+	g.PromptRewrites.WithLabelValues(closed(result, RewriteResults, RewriteUnreadable)).Inc()
 }
 
 // closed returns v when it is in the set, else fallback; it guards label

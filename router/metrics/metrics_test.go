@@ -136,3 +136,18 @@ switchyard_dynamo_kv_subscriptions{state="pending",transport="direct"} 0
 		t.Fatal(err)
 	}
 }
+
+func TestPromptRewriteResultsAreClosed(t *testing.T) {
+	s := New()
+	s.Gateway.CountPromptRewrite(RewriteRewritten)
+	s.Gateway.CountPromptRewrite("attacker-chosen")
+	if got := testutil.ToFloat64(s.Gateway.PromptRewrites.WithLabelValues(RewriteRewritten)); got != 1 {
+		t.Fatalf("rewritten = %v", got)
+	}
+	if got := testutil.ToFloat64(s.Gateway.PromptRewrites.WithLabelValues(RewriteUnreadable)); got != 1 {
+		t.Fatalf("unknown result not folded into unreadable: %v", got)
+	}
+	if n := testutil.CollectAndCount(s.Gateway.PromptRewrites); n != len(RewriteResults) {
+		t.Fatalf("%d series, want exactly the %d closed results", n, len(RewriteResults))
+	}
+}
