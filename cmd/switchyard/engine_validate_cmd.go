@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -205,5 +205,5 @@ func caseName(c *validateCase) string {
 	if c.exp != nil {
 		return c.exp.ID
 	}
-	return strings.TrimRight(c.dir, "/")
+	return filepath.Base(c.dir)
 }
