@@ -75,3 +75,25 @@ func TestCalibrationExperimentsSimulate(t *testing.T) {
 		t.Errorf("an unknown GPU without logged KV capacity: %v", err)
 	}
 }
+
+// BenchmarkRunCalibration simulates the calibration set's largest
+// per-stage experiment (a16: 16,800 requests of 248 tokens over two
+// stages) on the mocker model; requests/s is simulated requests per second
+// of wall time.
+func BenchmarkRunCalibration(b *testing.B) {
+	exp, err := groundtruth.Load(filepath.Join(groundtruth.RequireCalibration(b), "a16-llama-3-1-8b-tp1-general"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	setup, err := Mocker(exp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Run(exp, setup, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(16800*b.N)/b.Elapsed().Seconds(), "requests/s")
+}
