@@ -77,6 +77,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPromptRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzParseExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
+	$(GO) test -run '^$$' -fuzz FuzzParseRequests -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 
 clean:
 	rm -rf bin
