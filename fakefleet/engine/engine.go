@@ -74,7 +74,7 @@ type Engine struct {
 	pending bool      // idle, but something must be planned at nextAt
 	nextAt  time.Time // end of the step in flight, or the planning time
 	batch   []scheduled
-	step    Step // the planned step's shape; its slices are reused
+	step    Step     // the planned step's shape; its slices are reused
 	queued  []Output // outputs produced outside a step (rejections)
 
 	events  []KVEvent
