@@ -98,6 +98,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	var hits []*cachedBlock
 	inLRU := 0
 	for i, h := range s.hashes {
+		if e.cfg.DisablePrefixCaching {
+			break
+		}
 		b := e.pool.cache[h]
 		if b == nil || (i+1)*bs >= s.target() {
 			break
@@ -111,6 +114,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	// Imported KV counts as computed, short of the token that must run.
 	start := max(hit, min(s.imported, s.target()-1))
 	n := min(s.target()-start, budget)
+	if e.cfg.DisableChunkedPrefill && n < s.target()-start {
+		return 0, false // the whole rest must fit in this step
+	}
 	need := e.blocksFor(start+n) - len(hits)
 	if need > e.pool.available()-inLRU {
 		return 0, false
@@ -135,7 +141,9 @@ func (e *Engine) grow(s *seq, n int) bool {
 		return false
 	}
 	s.private += max(0, need)
-	e.store(s, s.computed+n)
+	if !e.cfg.DisablePrefixCaching {
+		e.store(s, s.computed+n)
+	}
 	return true
 }
 
