@@ -72,6 +72,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesBody -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/frontend/
+	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/engine/perf/
+	$(GO) test -run '^$$' -fuzz FuzzFromExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/engine/perf/
 	$(GO) test -run '^$$' -fuzz FuzzParseInbound -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzWithTokenData -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzPromptRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/

@@ -288,17 +288,21 @@ func (w *worker) failJobs(now time.Time, why string) {
 	}
 }
 
-// slowTiming is the mocker's timing with the worker's slow factor on
-// decode steps (the slow fault).
+// slowTiming is the worker's timing with its slow factor on the decode
+// part of each step (the slow fault). The decode part is what the step
+// would cost without its prefill chunks, so the prefill part is unchanged.
 type slowTiming struct {
 	engine.Timing
 	w *worker
 }
 
-func (t slowTiming) DecodeStepTime(frac float64) time.Duration {
-	d := t.Timing.DecodeStepTime(frac)
-	if t.w.slow != 1 {
-		d = time.Duration(float64(d) * t.w.slow)
+func (t slowTiming) StepTime(s engine.Step) time.Duration {
+	d := t.Timing.StepTime(s)
+	if t.w.slow == 1 || len(s.Decode) == 0 {
+		return d
 	}
-	return d
+	decodeOnly := s
+	decodeOnly.Prefill, decodeOnly.PrefillTokens = nil, 0
+	dec := t.Timing.StepTime(decodeOnly)
+	return d - dec + time.Duration(float64(dec)*t.w.slow)
 }

@@ -410,7 +410,7 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		return
 	}
 	if o.Rejected {
-		q.finish(now, "rejected", "prompt larger than the worker's KV cache")
+		q.finish(now, "rejected", o.Reason.String())
 		q.run.core.Ended(q.pr, q.sel, now, "rejected")
 		return
 	}

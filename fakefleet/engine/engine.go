@@ -17,6 +17,19 @@ type Config struct {
 	MaxNumSeqs          int
 	SpeedupRatio        float64
 	Timing              Timing // nil = Mocker
+
+	// MaxModelLen caps prompt + generated tokens of one request; a longer
+	// request is rejected on submit, as vLLM refuses it. 0 = no cap.
+	MaxModelLen int
+	// DisablePrefixCaching makes every prompt compute from scratch and
+	// keeps its blocks private (no Stored events), as vLLM with
+	// enable_prefix_caching=false.
+	DisablePrefixCaching bool
+	// DisableChunkedPrefill admits a prompt only when all of it fits in
+	// the step's token budget (vLLM with enable_chunked_prefill=false);
+	// requests longer than MaxNumBatchedTokens are then rejected, as vLLM
+	// requires max_model_len <= max_num_batched_tokens in that mode.
+	DisableChunkedPrefill bool
 }
 
 // Request is one generation. Tokens is the prompt; MaxTokens (at least 1)
@@ -47,8 +60,35 @@ type Output struct {
 	// Preempted: its KV was dropped; it will recompute from the waiting
 	// queue and then continue generating where it left off.
 	Preempted bool
-	// Rejected: it could never fit in the KV cache and was dropped.
+	// Rejected: it could never run and was dropped; Reason says why.
 	Rejected bool
+	Reason   RejectReason
+}
+
+// RejectReason says why a request was rejected on submit.
+type RejectReason uint8
+
+const (
+	NotRejected RejectReason = iota
+	// RejectKVCache: prompt + output need more blocks than the rank has.
+	RejectKVCache
+	// RejectMaxModelLen: prompt + output exceed Config.MaxModelLen.
+	RejectMaxModelLen
+	// RejectBatchBudget: without chunked prefill, the request is longer
+	// than one step's token budget.
+	RejectBatchBudget
+)
+
+func (r RejectReason) String() string {
+	switch r {
+	case RejectKVCache:
+		return "prompt larger than the worker's KV cache"
+	case RejectMaxModelLen:
+		return "prompt and output longer than the model's maximum length"
+	case RejectBatchBudget:
+		return "prompt and output longer than a step's token budget (chunked prefill off)"
+	}
+	return "not rejected"
 }
 
 // Stats are cumulative counters, kept so hosts and tests can see cache
@@ -74,6 +114,7 @@ type Engine struct {
 	pending bool      // idle, but something must be planned at nextAt
 	nextAt  time.Time // end of the step in flight, or the planning time
 	batch   []scheduled
+	step    Step     // the planned step's shape; its slices are reused
 	queued  []Output // outputs produced outside a step (rejections)
 
 	events  []KVEvent
@@ -110,14 +151,28 @@ func New(cfg Config) *Engine {
 // at now, so requests submitted at the same instant share a batch.
 func (e *Engine) Submit(r Request, now time.Time) {
 	s := newSeq(r, e.cfg.BlockSize)
-	if e.blocksFor(len(r.Tokens)+s.maxTokens) > e.cfg.TotalKVBlocks {
-		e.queued = append(e.queued, Output{RequestID: r.ID, Finished: true, Rejected: true})
+	if why := e.refuse(len(r.Tokens) + s.maxTokens); why != NotRejected {
+		e.queued = append(e.queued, Output{RequestID: r.ID, Finished: true, Rejected: true, Reason: why})
 	} else {
 		e.waiting = append(e.waiting, s)
 	}
 	if !e.busy && !e.pending {
 		e.pending, e.nextAt = true, now
 	}
+}
+
+// refuse says why a request of total prompt + output tokens can never run,
+// or NotRejected.
+func (e *Engine) refuse(total int) RejectReason {
+	switch {
+	case e.cfg.MaxModelLen > 0 && total > e.cfg.MaxModelLen:
+		return RejectMaxModelLen
+	case e.cfg.DisableChunkedPrefill && total > e.cfg.MaxNumBatchedTokens:
+		return RejectBatchBudget
+	case e.blocksFor(total) > e.cfg.TotalKVBlocks:
+		return RejectKVCache
+	}
+	return NotRejected
 }
 
 // NextEvent is when Advance next has work: the end of the step in flight,

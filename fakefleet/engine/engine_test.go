@@ -179,7 +179,7 @@ func TestPreemptionLIFO(t *testing.T) {
 func TestResetAndReject(t *testing.T) {
 	e := New(Config{BlockSize: 2, TotalKVBlocks: 2, Timing: Constant{Prefill: time.Millisecond, Step: time.Millisecond}})
 	e.Submit(Request{ID: 9, Tokens: tokens(4), MaxTokens: 2}, t0)
-	if out := e.Advance(t0); !slices.Equal(out, []Output{{RequestID: 9, Finished: true, Rejected: true}}) {
+	if out := e.Advance(t0); !slices.Equal(out, []Output{{RequestID: 9, Finished: true, Rejected: true, Reason: RejectKVCache}}) {
 		t.Fatalf("reject: %v", out)
 	}
 	e.Submit(Request{ID: 1, Tokens: tokens(2), MaxTokens: 2}, t0)

@@ -40,14 +40,17 @@ func (e *Engine) complete(out []Output) []Output {
 func (e *Engine) plan(out []Output) []Output {
 	e.pending = false
 	budget := e.cfg.MaxNumBatchedTokens
-	prefill, decodes := 0, 0
+	st := &e.step
+	*st = Step{Prefill: st.Prefill[:0], Decode: st.Decode[:0]}
 	add := func(s *seq, n int) {
 		e.batch = append(e.batch, scheduled{s, n})
 		budget -= n
 		if s.decoding() {
-			decodes++
+			st.Decode = append(st.Decode, s.computed)
+			st.DecodeContext += s.computed
 		} else {
-			prefill += n
+			st.Prefill = append(st.Prefill, Chunk{NewTokens: n, Context: s.computed})
+			st.PrefillTokens += n
 		}
 	}
 	for i := 0; i < len(e.running) && budget > 0; i++ {
@@ -78,13 +81,9 @@ func (e *Engine) plan(out []Output) []Output {
 		return out
 	}
 	e.stats.Steps++
-	e.stats.PrefillTokens += uint64(prefill)
-	frac := float64(e.pool.referenced()) / float64(e.cfg.TotalKVBlocks)
-	var d time.Duration
-	d += e.timing.PrefillTime(prefill)
-	if decodes > 0 {
-		d += e.timing.DecodeStepTime(frac)
-	}
+	e.stats.PrefillTokens += uint64(st.PrefillTokens)
+	st.KVFraction = float64(e.pool.referenced()) / float64(e.cfg.TotalKVBlocks)
+	d := e.timing.StepTime(*st)
 	e.busy = true
 	e.nextAt = e.nextAt.Add(time.Duration(float64(d) / e.cfg.SpeedupRatio))
 	return out
@@ -99,6 +98,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	var hits []*cachedBlock
 	inLRU := 0
 	for i, h := range s.hashes {
+		if e.cfg.DisablePrefixCaching {
+			break
+		}
 		b := e.pool.cache[h]
 		if b == nil || (i+1)*bs >= s.target() {
 			break
@@ -112,6 +114,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	// Imported KV counts as computed, short of the token that must run.
 	start := max(hit, min(s.imported, s.target()-1))
 	n := min(s.target()-start, budget)
+	if e.cfg.DisableChunkedPrefill && n < s.target()-start {
+		return 0, false // the whole rest must fit in this step
+	}
 	need := e.blocksFor(start+n) - len(hits)
 	if need > e.pool.available()-inLRU {
 		return 0, false
@@ -136,7 +141,9 @@ func (e *Engine) grow(s *seq, n int) bool {
 		return false
 	}
 	s.private += max(0, need)
-	e.store(s, s.computed+n)
+	if !e.cfg.DisablePrefixCaching {
+		e.store(s, s.computed+n)
+	}
 	return true
 }
 

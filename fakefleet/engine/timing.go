@@ -9,14 +9,54 @@ import (
 	"time"
 )
 
-// Timing prices one engine step. The engine adds the two parts for a mixed
-// batch and divides by Config.SpeedupRatio.
+// Timing prices one engine step from what the step computes. The engine
+// divides the result by Config.SpeedupRatio.
 type Timing interface {
+	// StepTime is the duration of step s. s and its slices are only valid
+	// during the call: the engine reuses them for the next step.
+	StepTime(s Step) time.Duration
+}
+
+// Step is the shape of one scheduler step: the prompt (or recompute)
+// chunks it prefills and the sequences it decodes one token for.
+type Step struct {
+	// Prefill lists one chunk per sequence that computes prompt tokens.
+	Prefill []Chunk
+	// Decode holds, per decoding sequence, its context: the tokens
+	// already in its KV cache that the new token attends to.
+	Decode []int
+	// PrefillTokens is the sum of Prefill's NewTokens and DecodeContext
+	// the sum of Decode, so models pricing totals need not loop.
+	PrefillTokens, DecodeContext int
+	// KVFraction is the referenced share of the rank's KV blocks, 0..1,
+	// after the step's blocks are reserved: the mocker prices decode by it.
+	KVFraction float64
+}
+
+// Chunk is one sequence's prefill work in a step: NewTokens computed on
+// top of Context tokens whose KV is already there (prefix-cache hits and
+// earlier chunks), which the new tokens attend to.
+type Chunk struct{ NewTokens, Context int }
+
+// PhaseTiming is the older two-part pricing: a prefill cost from the new
+// prompt tokens of the step and a decode cost from the KV fraction. Split
+// adapts it to Timing; Mocker, Constant and Table are PhaseTimings.
+type PhaseTiming interface {
 	// PrefillTime is the cost of computing newTokens uncached prompt tokens.
 	PrefillTime(newTokens int) time.Duration
 	// DecodeStepTime is the cost of one decode step for the whole batch
 	// when activeKVFraction of the KV cache is referenced.
 	DecodeStepTime(activeKVFraction float64) time.Duration
+}
+
+// Split prices a step as the sum of its prefill part (all new prompt
+// tokens together) and, when anything decodes, its decode part.
+func Split(p PhaseTiming, s Step) time.Duration {
+	d := p.PrefillTime(s.PrefillTokens)
+	if len(s.Decode) > 0 {
+		d += p.DecodeStepTime(s.KVFraction)
+	}
+	return d
 }
 
 // Mocker is Dynamo's mocker polynomial model (dynamo-wire.md §9.1), so the
@@ -37,6 +77,9 @@ func (Mocker) DecodeStepTime(p float64) time.Duration {
 	return ms(max(1.0, -25.74*p*p+54.01*p+5.74))
 }
 
+// StepTime is Split(Mocker{}, s).
+func (m Mocker) StepTime(s Step) time.Duration { return Split(m, s) }
+
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
 // Constant charges fixed costs, which makes step boundaries easy to predict
@@ -53,6 +96,9 @@ func (c Constant) PrefillTime(n int) time.Duration {
 
 // DecodeStepTime returns Step.
 func (c Constant) DecodeStepTime(float64) time.Duration { return c.Step }
+
+// StepTime is Split(c, s).
+func (c Constant) StepTime(s Step) time.Duration { return Split(c, s) }
 
 // Point is one measured cost: Ms milliseconds at X (new prompt tokens for
 // prefill, referenced KV fraction for decode).
@@ -120,6 +166,9 @@ func (t Table) DecodeStepTime(p float64) time.Duration {
 	}
 	return ms(max(1, interpolate(t.Decode, p, false)))
 }
+
+// StepTime is Split(t, s).
+func (t Table) StepTime(s Step) time.Duration { return Split(t, s) }
 
 // interpolate reads ps at x. ps is sorted and non-empty. Before the first
 // point the first cost holds; after the last, extrapolate continues the

@@ -305,11 +305,12 @@ type slowTiming struct {
 	w    *Worker
 }
 
-func (t slowTiming) PrefillTime(n int) time.Duration { return t.base.PrefillTime(n) }
-
-func (t slowTiming) DecodeStepTime(p float64) time.Duration {
-	extra := time.Duration(float64(t.w.slow.Load()) * t.w.cfg.SpeedupRatio)
-	return t.base.DecodeStepTime(p) + extra
+func (t slowTiming) StepTime(s engine.Step) time.Duration {
+	d := t.base.StepTime(s)
+	if len(s.Decode) > 0 {
+		d += time.Duration(float64(t.w.slow.Load()) * t.w.cfg.SpeedupRatio)
+	}
+	return d
 }
 
 func poke(c chan struct{}) {

@@ -1,0 +1,313 @@
+package perf
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard/fakefleet/engine"
+)
+
+// The specs below are synthetic round numbers, chosen so expected times
+// can be worked out by hand.
+func denseModel() ModelSpec {
+	return ModelSpec{HFName: "test/dense-8b", NumLayers: 32, HiddenSize: 4096, IntermediateSize: 14336,
+		NumAttentionHeads: 32, NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 100_000,
+		ParamsTotal: 8e9, ParamsActivePerToken: 8e9, WeightBytesPerParam: 2, KVCacheBytesPerToken: 131072}
+}
+
+func moeModel() ModelSpec {
+	m := denseModel()
+	m.HFName = "test/moe"
+	m.MoE = &MoESpec{NumExperts: 8, ExpertsPerToken: 2, ExpertIntermediateSize: 8192, MoELayers: "all"}
+	// 32 layers × 8 experts × 3·4096·8192 = 25.8 G routed params.
+	m.ParamsTotal = 28e9
+	m.ParamsActivePerToken = 28e9 - 6*32*3*4096*8192
+	return m
+}
+
+func testGPU() GPUSpec {
+	return GPUSpec{GPU: "test GPU", MemoryGB: 80, HBMBandwidthTBps: 2, PeakBF16TFlopsDense: 1000, PeakFP8TFlopsDense: 2000,
+		Interconnect: "NVLink 4"}
+}
+
+// unit coefficients make the roofline terms readable: efficiency 1, no
+// overheads.
+var unit = Coefficients{MatmulEfficiency: 1, AttentionEfficiency: 1, BandwidthEfficiency: 1}
+
+func testProfile() Profile {
+	return Profile{Name: "t", Model: denseModel(), GPU: testGPU(), Coefficients: DefaultCoefficients}.WithDefaults()
+}
+
+func decode(contexts ...int) engine.Step {
+	s := engine.Step{Decode: contexts}
+	for _, c := range contexts {
+		s.DecodeContext += c
+	}
+	return s
+}
+
+func prefill(chunks ...engine.Chunk) engine.Step {
+	s := engine.Step{Prefill: chunks}
+	for _, c := range chunks {
+		s.PrefillTokens += c.NewTokens
+	}
+	return s
+}
+
+func near(t *testing.T, what string, got time.Duration, wantSec float64) {
+	t.Helper()
+	if w := time.Duration(wantSec * float64(time.Second)); math.Abs(float64(got-w)) > float64(w)/1000+1 {
+		t.Fatalf("%s = %v, want %v", what, got, w)
+	}
+}
+
+func TestDecodeIsWeightAndKVReads(t *testing.T) {
+	r := newRoofline(denseModel(), testGPU(), 1, 1, unit)
+	// Weights read: 8e9 − 0.4096e9 embedding = 7.5904e9 params × 2 B at
+	// 2 TB/s; KV: 1001 tokens × 128 KiB.
+	want := (7.5904e9*2 + 1001*131072) / 2e12
+	near(t, "decode, batch 1", r.StepTime(decode(1000)), want)
+	// The KV fraction of the pool has nothing to do with the time.
+	s := decode(1000)
+	s.KVFraction = 0.9
+	near(t, "decode, 90 % of the pool referenced", r.StepTime(s), want)
+	if r.StepTime(decode(1000, 1000)) <= r.StepTime(decode(1000)) || r.StepTime(decode(4000)) <= r.StepTime(decode(1000)) {
+		t.Fatal("more sequences or longer context must cost more")
+	}
+}
+
+func TestPrefillIsComputeAndPaysForCachedContext(t *testing.T) {
+	r := newRoofline(denseModel(), testGPU(), 1, 1, unit)
+	// 2048 new tokens: linear 2·(8e9 − 2·0.4096e9)·2048 + LM head
+	// 2·0.4096e9·1; attention 4·32·32·128·2048·1024 pairs; at 1 PFLOP/s.
+	body := 8e9 - 2*0.4096e9
+	linear := 2*body*2048 + 2*0.4096e9
+	attn := 4.0 * 32 * 32 * 128 * 2048 * 1024
+	near(t, "prefill 2048", r.StepTime(prefill(engine.Chunk{NewTokens: 2048})), (linear+attn)/1e15)
+	// The same chunk after 6000 cached tokens attends to them too.
+	attn = 4.0 * 32 * 32 * 128 * 2048 * (6000 + 1024)
+	near(t, "prefill 2048 over 6000 cached", r.StepTime(prefill(engine.Chunk{NewTokens: 2048, Context: 6000})), (linear+attn)/1e15)
+}
+
+func TestOverheadsAndEfficiencies(t *testing.T) {
+	c := Coefficients{MatmulEfficiency: 0.5, AttentionEfficiency: 0.5, BandwidthEfficiency: 0.5, StepOverheadUs: 300, SeqOverheadUs: 20}
+	r := newRoofline(denseModel(), testGPU(), 1, 1, c)
+	want := (7.5904e9*2+2*101*131072)/1e12 + 300e-6 + 2*20e-6
+	near(t, "decode of 2 at half efficiency", r.StepTime(decode(100, 100)), want)
+	if r.StepTime(engine.Step{}) != 0 {
+		t.Fatal("an empty step takes no time")
+	}
+}
+
+func TestTensorParallelSplitsWorkAndAddsAllReduces(t *testing.T) {
+	c := unit
+	c.AllReduceUs = 5
+	r1 := newRoofline(denseModel(), testGPU(), 1, 1, c)
+	r2 := newRoofline(denseModel(), testGPU(), 2, 1, c)
+	one, two := r1.StepTime(decode(1000)), r2.StepTime(decode(1000))
+	// Half the reads, plus 64 all-reduces of 5 µs and 1 token's 8 KiB
+	// activations (half of it sent) at 450 GB/s.
+	comm := 64 * (5e-6 + 4096*2/450e9)
+	near(t, "TP2 decode", two, one.Seconds()/2+comm)
+}
+
+func TestMoEReadsOnlyTouchedExperts(t *testing.T) {
+	r := newRoofline(moeModel(), testGPU(), 1, 1, unit)
+	expert := 32 * 3 * 4096 * 8192 * 2.0 // bytes of one expert in every layer
+	dense := (28e9 - 0.4096e9 - 8*expert/2) * 2
+	// One token touches 2 of 8 experts per layer.
+	near(t, "MoE decode of 1", r.StepTime(decode(0)), (dense+2*expert+131072)/2e12)
+	// 256 tokens touch practically all of them: 8·(1 − (3/4)^256).
+	touched := 8 * (1 - math.Pow(0.75, 256))
+	ctx := make([]int, 256)
+	near(t, "MoE decode of 256", r.StepTime(decode(ctx...)), (dense+touched*expert+256*131072)/2e12)
+}
+
+func TestFP8WeightsUseFP8Peak(t *testing.T) {
+	m := denseModel()
+	m.WeightBytesPerParam = 1
+	r8, r16 := newRoofline(m, testGPU(), 1, 1, unit), newRoofline(denseModel(), testGPU(), 1, 1, unit)
+	p := prefill(engine.Chunk{NewTokens: 2048})
+	if got, bf := r8.StepTime(p), r16.StepTime(p); got >= bf*3/4 {
+		t.Fatalf("FP8 prefill %v, BF16 %v: the linear layers should run at twice the rate", got, bf)
+	}
+}
+
+func TestKVBlocksFromMemory(t *testing.T) {
+	p := testProfile()
+	// 0.9 × 80 GiB − 8e9 × 2 B − 1.5 GiB, over 128 KiB per token, in 16s.
+	want := int(math.Floor((0.9*80*gib - 16e9 - 1.5*gib) / 131072 / 16))
+	if got, err := p.KVBlocks(); err != nil || got != want {
+		t.Fatalf("KV blocks %d %v, want %d", got, err, want)
+	}
+	p.TP = 2 // half the weights and half the KV heads on each GPU
+	want = int(math.Floor((0.9*80*gib - 8e9 - 1.5*gib) / 65536 / 16))
+	if got, _ := p.KVBlocks(); got != want {
+		t.Fatalf("TP2 KV blocks %d, want %d", got, want)
+	}
+	p.Engine.NumGPUBlocks = 1234
+	if got, _ := p.KVBlocks(); got != 1234 {
+		t.Fatalf("a logged num_gpu_blocks must win, got %d", got)
+	}
+	small := testProfile()
+	small.GPU.MemoryGB = 16
+	if _, err := small.KVBlocks(); !errors.Is(err, ErrProfile) {
+		t.Fatalf("16 GiB cannot hold 16 GB of weights: %v", err)
+	}
+}
+
+func TestExpertParallelSplitsExpertsOverRanks(t *testing.T) {
+	p := testProfile()
+	p.Model = moeModel()
+	p.DP = 2
+	alone, _ := p.KVBlocks()
+	p.ExpertParallel = true
+	split, _ := p.KVBlocks()
+	if split <= alone {
+		t.Fatalf("with the experts split over 2 ranks there must be more room for KV: %d vs %d", split, alone)
+	}
+}
+
+func TestEngineRunsOnTheProfile(t *testing.T) {
+	p := testProfile()
+	p.Engine.MaxModelLen = 4096
+	cfg, err := p.EngineConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(cfg)
+	t0 := time.Unix(0, 0)
+	e.Submit(engine.Request{ID: 1, Tokens: make([]uint32, 1000), MaxTokens: 10}, t0)
+	e.Submit(engine.Request{ID: 2, Tokens: make([]uint32, 4000), MaxTokens: 100}, t0)
+	var end time.Time
+	var rejected, finished int
+	for {
+		at, ok := e.NextEvent()
+		if !ok {
+			break
+		}
+		for _, o := range e.Advance(at) {
+			rejected += b2i(o.Rejected && o.Reason == engine.RejectMaxModelLen)
+			finished += b2i(o.Finished && !o.Rejected)
+		}
+		end = at
+	}
+	if rejected != 1 || finished != 1 {
+		t.Fatalf("rejected %d, finished %d: want the 4,100-token request refused and the other served", rejected, finished)
+	}
+	// One prefill of 1000 tokens (~17 ms) and 9 decodes (~8.5 ms each).
+	if d := end.Sub(t0); d < 80*time.Millisecond || d > 120*time.Millisecond {
+		t.Fatalf("request took %v", d)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestProfileRoundTripAndErrors(t *testing.T) {
+	p := testProfile()
+	p.Model.MoE = nil
+	data, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseProfile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := back.Marshal()
+	if string(again) != string(data) {
+		t.Fatalf("round trip changed the profile:\n%s\n%s", data, again)
+	}
+	bad := []struct{ name, edit, want string }{
+		{"unknown field", `"tp": 1`, `"tpp": 1`},
+		{"efficiency above 1", `"matmul_efficiency": 0.6`, `"matmul_efficiency": 1.6`},
+		{"no layers", `"num_layers": 32`, `"num_layers": 0`},
+		{"unknown GPU", `"hbm_bandwidth_tbps": 2`, `"hbm_bandwidth_tbps": null`},
+		{"negative overhead", `"request_ms": 0`, `"request_ms": -1`},
+		{"trailing data", "}\n", "} {}\n"},
+	}
+	for _, b := range bad {
+		s := string(data)
+		if !strings.Contains(s, b.edit) {
+			t.Fatalf("%s: %q not in the profile", b.name, b.edit)
+		}
+		if _, err := ParseProfile([]byte(strings.Replace(s, b.edit, b.want, 1))); !errors.Is(err, ErrProfile) {
+			t.Errorf("%s: err = %v", b.name, err)
+		}
+	}
+	if _, err := ParseProfile(make([]byte, MaxProfileBytes+1)); !errors.Is(err, ErrProfile) {
+		t.Fatalf("oversized profile: %v", err)
+	}
+}
+
+func TestShippedProfilesLoad(t *testing.T) {
+	files, _ := filepath.Glob("../../../profiles/*.json")
+	if len(files) == 0 {
+		t.Fatal("no profiles/*.json")
+	}
+	for _, f := range files {
+		p, err := LoadProfile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimSuffix(filepath.Base(f), ".json"); p.Name != want {
+			t.Errorf("%s: name %q, want the file's name", f, p.Name)
+		}
+		// A decode of 64 sequences at 1,000 tokens of context must take a
+		// plausible time for a datacenter GPU: 1–100 ms.
+		ctx := make([]int, 64)
+		for i := range ctx {
+			ctx[i] = 1000
+		}
+		if d := p.Timing().StepTime(decode(ctx...)); d < time.Millisecond || d > 100*time.Millisecond {
+			t.Errorf("%s: decode step %v", f, d)
+		}
+	}
+}
+
+func FuzzParseProfile(f *testing.F) {
+	if data, err := os.ReadFile("../../../profiles/llama-3.1-8b-h100-tp1.json"); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte(`{"model":{"moe":{"num_experts":1,"experts_per_token":1,"expert_intermediate_size":1,"moe_layers":"9"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParseProfile(data)
+		if err != nil {
+			if !errors.Is(err, ErrProfile) {
+				t.Fatalf("error %v does not wrap ErrProfile", err)
+			}
+			return
+		}
+		// A valid profile prices steps with finite, non-negative times.
+		for _, s := range []engine.Step{decode(1, 1000), prefill(engine.Chunk{NewTokens: 512, Context: 100})} {
+			if d := p.Timing().StepTime(s); d < 0 {
+				t.Fatalf("negative step time %v", d)
+			}
+		}
+	})
+}
+
+func BenchmarkRooflineStepTime(b *testing.B) {
+	r := testProfile().Timing()
+	ctx := make([]int, 128)
+	for i := range ctx {
+		ctx[i] = 500 + i*10
+	}
+	s := decode(ctx...)
+	s.Prefill = []engine.Chunk{{NewTokens: 512, Context: 1024}}
+	s.PrefillTokens = 512
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.StepTime(s)
+	}
+}

@@ -1,0 +1,133 @@
+package perf
+
+import (
+	"math"
+	"time"
+
+	"switchyard/fakefleet/engine"
+)
+
+// Coefficients are the step-time model's fitted numbers: how much of the
+// datasheet the engine reaches, and the costs the datasheet does not show.
+type Coefficients struct {
+	// MatmulEfficiency is the share of peak tensor FLOPs the linear
+	// layers reach; AttentionEfficiency the same for attention.
+	MatmulEfficiency    float64 `json:"matmul_efficiency"`
+	AttentionEfficiency float64 `json:"attention_efficiency"`
+	// BandwidthEfficiency is the share of peak memory bandwidth reached
+	// reading weights and KV.
+	BandwidthEfficiency float64 `json:"bandwidth_efficiency"`
+	// StepOverheadUs is paid once per step (scheduling, kernel launches,
+	// synchronisation), SeqOverheadUs once per sequence in it (input
+	// preparation, sampling, output processing).
+	StepOverheadUs float64 `json:"step_overhead_us"`
+	SeqOverheadUs  float64 `json:"seq_overhead_us"`
+	// AllReduceUs is the fixed latency of one tensor-parallel all-reduce;
+	// a layer has two. Unused at TP 1.
+	AllReduceUs float64 `json:"allreduce_us"`
+}
+
+// DefaultCoefficients are generic starting values, not fitted on any
+// measurement: typical shares of peak for a well-tuned engine and
+// overheads of the order vLLM's scheduler and CUDA graphs show.
+var DefaultCoefficients = Coefficients{
+	MatmulEfficiency: 0.6, AttentionEfficiency: 0.4, BandwidthEfficiency: 0.8,
+	StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
+}
+
+// Roofline is the physical step-time model: a step takes the longer of its
+// compute time and its memory time, plus tensor-parallel communication
+// and fixed overheads. It implements engine.Timing for one data-parallel
+// rank of TP GPUs. Build it with Profile.Timing; the zero value is unusable.
+type Roofline struct {
+	linearFlops, attnFlops float64 // FLOP/s of the TP group, efficiency applied
+	memBandwidth           float64 // B/s of one GPU, efficiency applied
+	bodyActiveParams       float64 // per-token weights outside embedding and LM head
+	lmHeadParams           float64 // run once per sequence in the step
+	attnFlopsPerPair       float64 // 4·layers·heads·head_dim per (query, key) pair
+	denseBytesPerGPU       float64 // weights read every step, on one GPU
+	expertBytesPerGPU      float64 // one routed expert in every expert layer, on one GPU
+	experts, expertsPerTok float64
+	kvBytesPerTokenPerGPU  float64
+	allReduces             float64 // per step: 2 per layer, 0 at TP 1
+	allReduceFixed         float64 // seconds per all-reduce
+	allReduceBytesPerTok   float64 // seconds per step token per all-reduce
+	stepOverhead           float64 // seconds
+	seqOverhead            float64 // seconds
+}
+
+func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
+	peak := g.PeakBF16TFlopsDense * 1e12
+	if m.WeightBytesPerParam <= 1 && g.PeakFP8TFlopsDense > 0 {
+		peak = g.PeakFP8TFlopsDense * 1e12 // 8-bit weights run on the FP8 tensor cores
+	}
+	group := float64(tp)
+	r := &Roofline{
+		linearFlops:      peak * c.MatmulEfficiency * group,
+		attnFlops:        g.PeakBF16TFlopsDense * 1e12 * c.AttentionEfficiency * group,
+		memBandwidth:     g.HBMBandwidthTBps * 1e12 * c.BandwidthEfficiency,
+		bodyActiveParams: max(0, m.ParamsActivePerToken-m.embeddingParams()-m.lmHeadParams()),
+		lmHeadParams:     m.lmHeadParams(),
+		attnFlopsPerPair: 4 * float64(m.NumLayers) * float64(m.NumAttentionHeads) * float64(m.HeadDim),
+		denseBytesPerGPU: (m.ParamsTotal - m.embeddingParams() - m.routedExpertParams()) * m.WeightBytesPerParam / group,
+		stepOverhead:     c.StepOverheadUs * 1e-6,
+		seqOverhead:      c.SeqOverheadUs * 1e-6,
+	}
+	if m.MoE != nil {
+		r.expertBytesPerGPU = float64(m.moeLayers()) * m.expertParams() * m.WeightBytesPerParam / (group * float64(ep))
+		r.experts, r.expertsPerTok = float64(m.MoE.NumExperts), float64(m.MoE.ExpertsPerToken)
+	}
+	// KV heads are split over the TP group, and replicated when there are
+	// fewer heads than GPUs.
+	r.kvBytesPerTokenPerGPU = m.KVCacheBytesPerToken / float64(min(tp, m.NumKeyValueHeads))
+	if tp > 1 {
+		r.allReduces = 2 * float64(m.NumLayers)
+		r.allReduceFixed = c.AllReduceUs * 1e-6
+		// A ring all-reduce sends 2(n−1)/n of the 16-bit activations.
+		r.allReduceBytesPerTok = 2 * (group - 1) / group * float64(m.HiddenSize) * 2 / g.linkBandwidth()
+	}
+	return r
+}
+
+// StepTime prices one step of the rank.
+func (r *Roofline) StepTime(s engine.Step) time.Duration {
+	tokens := s.PrefillTokens + len(s.Decode)
+	if tokens == 0 {
+		return 0
+	}
+	seqs := float64(len(s.Prefill) + len(s.Decode))
+	// Attention pairs: a chunk of t new tokens over c cached ones is
+	// t·(c + t/2) causal pairs; a decode token sees its context and itself.
+	// KV traffic: every cached token is read, every new one written.
+	pairs := float64(s.DecodeContext + len(s.Decode))
+	kvTokens := pairs
+	for _, c := range s.Prefill {
+		t, ctx := float64(c.NewTokens), float64(c.Context)
+		pairs += t * (ctx + t/2)
+		kvTokens += ctx + t
+	}
+	t := float64(tokens)
+	compute := (2*r.bodyActiveParams*t+2*r.lmHeadParams*seqs)/r.linearFlops + r.attnFlopsPerPair*pairs/r.attnFlops
+	memory := (r.weightBytes(t) + kvTokens*r.kvBytesPerTokenPerGPU) / r.memBandwidth
+	comm := r.allReduces * (r.allReduceFixed + r.allReduceBytesPerTok*t)
+	sec := max(compute, memory) + comm + r.stepOverhead + r.seqOverhead*seqs
+	// A profile's numbers are user input: never let them overflow.
+	if !(sec < maxStepSeconds) {
+		sec = maxStepSeconds
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// maxStepSeconds bounds one step, far beyond any real one.
+const maxStepSeconds = 1e6
+
+// weightBytes is what one GPU reads of the weights in a step of t tokens:
+// all dense weights, and of the routed experts only those some token
+// picked — with uniform routing, E·(1 − (1 − k/E)^t) per layer.
+func (r *Roofline) weightBytes(t float64) float64 {
+	if r.experts == 0 {
+		return r.denseBytesPerGPU
+	}
+	touched := r.experts * (1 - math.Pow(1-r.expertsPerTok/r.experts, t))
+	return r.denseBytesPerGPU + touched*r.expertBytesPerGPU
+}
