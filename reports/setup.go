@@ -29,6 +29,8 @@ type WorkerGroup struct {
 	KVTransferBandwidth float64 // bytes/s; 0 = instantaneous
 	KVBytesPerBlock     int
 	LoadFields          []string // scheduler fields sent beside kv_used_blocks
+	// Engine is the engine profile's name; "" is the mocker polynomial.
+	Engine string
 }
 
 // Network is the simulated path between the fleet and the router.
@@ -70,6 +72,9 @@ type workerGroupJSON struct {
 	KVTransferBandwidth float64  `json:"kv_transfer_bandwidth"`
 	KVBytesPerBlock     int      `json:"kv_bytes_per_block"`
 	LoadFields          []string `json:"load_fields"`
+	// Engine is left out on the mocker, so reports made before profiles
+	// existed keep their bytes.
+	Engine string `json:"engine_profile,omitempty"`
 }
 
 type networkJSON struct {
@@ -109,7 +114,7 @@ func setupOf(s *Setup) setupJSON {
 		out.Workers = append(out.Workers, workerGroupJSON{Role: g.Role, Count: g.Count, DPSize: g.DPSize, BlockSize: g.BlockSize,
 			TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens, MaxNumSeqs: g.MaxNumSeqs,
 			ContextLength: g.ContextLength, SpeedupRatio: round6(g.SpeedupRatio), KVTransferBandwidth: round6(g.KVTransferBandwidth),
-			KVBytesPerBlock: g.KVBytesPerBlock, LoadFields: fields})
+			KVBytesPerBlock: g.KVBytesPerBlock, LoadFields: fields, Engine: g.Engine})
 	}
 	n := s.Network
 	out.Network = networkJSON{DiscoveryDelayMs: msOf(n.DiscoveryDelay), SubscribeDelayMs: msOf(n.SubscribeDelay),
@@ -136,6 +141,9 @@ func (s *Setup) Describe() string {
 		d := fmt.Sprintf("%d %s (%d KV blocks × %d tokens", g.Count, g.Role, g.TotalKVBlocks, g.BlockSize)
 		if g.DPSize > 1 {
 			d += fmt.Sprintf(", dp %d", g.DPSize)
+		}
+		if g.Engine != "" {
+			d += ", profile " + g.Engine
 		}
 		groups = append(groups, d+")")
 	}

@@ -85,7 +85,9 @@ type job struct {
 
 const jsonSafeMask = 1<<53 - 1
 
-func newWorker(r *Run, index int, g *WorkerGroup, inGroup int) *worker {
+// newWorker builds the group's inGroup-th worker, index in the fleet,
+// whose ranks run on cfg (rankConfig) slowed by the slow fault.
+func newWorker(r *Run, index int, g *WorkerGroup, inGroup int, cfg engine.Config) *worker {
 	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true, slow: 1}
 	w.component = g.Role
 	if g.Role == "aggregated" {
@@ -106,8 +108,7 @@ func newWorker(r *Run, index int, g *WorkerGroup, inGroup int) *worker {
 		w.id = g.InstanceIDs[inGroup]
 	}
 	w.newPublisher()
-	cfg := engine.Config{BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens,
-		MaxNumSeqs: g.MaxNumSeqs, SpeedupRatio: g.SpeedupRatio, Timing: slowTiming{engine.Mocker{}, w}}
+	cfg.Timing = slowTiming{cfg.Timing, w}
 	for i := 0; i < g.DPSize; i++ {
 		rk := &rank{w: w, idx: uint32(i), eng: engine.New(cfg), jobs: map[uint64]*job{}}
 		rk.fire, rk.flushFn = rk.onTimer, rk.flush

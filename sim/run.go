@@ -129,8 +129,12 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 		namespaces: []string{sc.Namespace}, kvEnabled: name == picker.NameKV}
 	for gi := range sc.Fleet {
 		g := &sc.Fleet[gi]
+		cfg, err := g.rankConfig()
+		if err != nil {
+			return nil, fmt.Errorf("fleet[%d]: %w", gi, err)
+		}
 		for i := 0; i < g.Count; i++ {
-			r.workers = append(r.workers, newWorker(r, len(r.workers), g, i))
+			r.workers = append(r.workers, newWorker(r, len(r.workers), g, i, cfg))
 		}
 	}
 	r.blockSize = sc.Fleet[0].BlockSize

@@ -323,7 +323,7 @@ faults:
 }
 
 func TestBundledScenariosParseAndRun(t *testing.T) {
-	for _, name := range []string{"disagg-poisson", "shared-prefix"} {
+	for _, name := range []string{"disagg-poisson", "shared-prefix", "shared-prefix-h100"} {
 		sc, err := LoadScenario("../scenarios/" + name + ".yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -333,8 +333,10 @@ func TestBundledScenariosParseAndRun(t *testing.T) {
 			t.Fatalf("%s: %+v (expected %d requests)", name, s, sc.ExpectedRequests())
 		}
 	}
-	if _, err := LoadScenario("../scenarios/mooncake-16.yaml"); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"mooncake-16", "mooncake-16-h100"} {
+		if _, err := LoadScenario("../scenarios/" + name + ".yaml"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

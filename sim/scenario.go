@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"switchyard/fakefleet/engine"
 	"switchyard/internal/traces"
 	"switchyard/router/picker"
 	"switchyard/sim/workload"
@@ -68,6 +69,12 @@ type WorkerGroup struct {
 	// per worker): a fleet rebuilt from a live recording keeps its ids, so
 	// simulated selections compare with the recorded ones.
 	InstanceIDs []uint64 `yaml:"instance_ids,omitempty"`
+	// Engine chooses the engine's timing: the mocker polynomial (nil, the
+	// default) or a profile, which also sets the card values left out.
+	Engine *EngineSpec `yaml:"engine,omitempty"`
+
+	// engineConfig is one rank's engine configuration from the profile.
+	engineConfig engine.Config
 }
 
 // Network shapes how the fleet's state reaches the router.
@@ -271,27 +278,62 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 const MaxWorkers = 4096
 
 // LoadScenario reads and validates a scenario file.
-func LoadScenario(path string) (*Scenario, error) {
+func LoadScenario(path string) (*Scenario, error) { return LoadScenarioWith(path, LoadOptions{}) }
+
+// LoadOptions change a scenario as it is read, before defaults are filled.
+type LoadOptions struct {
+	// Profile, when set, runs every worker group on this perf.Profile file
+	// (a relative path is taken from the working directory): the --profile
+	// flag. Card values the file sets still win over the profile's.
+	Profile string
+}
+
+// LoadScenarioWith is LoadScenario with opts applied.
+func LoadScenarioWith(path string, opts LoadOptions) (*Scenario, error) {
+	return loadFile(path, opts, true)
+}
+
+// loadFile reads a scenario file, applies opts, fills defaults and
+// validates it (its workload only when needWorkload).
+func loadFile(path string, opts LoadOptions, needWorkload bool) (*Scenario, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := ParseScenario(raw)
+	sc, err := decodeScenario(raw)
+	if err == nil {
+		sc.dir = filepath.Dir(path)
+		err = sc.prepare(opts, needWorkload)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	sc.dir = filepath.Dir(path)
 	return sc, nil
 }
 
-// ParseScenario decodes YAML strictly, fills defaults and validates.
+// prepare applies opts, resolves engine profiles, fills defaults and
+// validates.
+func (sc *Scenario) prepare(opts LoadOptions, needWorkload bool) error {
+	if opts.Profile != "" {
+		if err := WithProfile(sc, opts.Profile); err != nil {
+			return err
+		}
+	}
+	if errs := sc.resolveEngines(); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	sc.defaults()
+	return errors.Join(sc.validate(needWorkload)...)
+}
+
+// ParseScenario decodes YAML strictly, fills defaults and validates. A
+// relative profile path is taken from the working directory.
 func ParseScenario(raw []byte) (*Scenario, error) {
 	sc, err := decodeScenario(raw)
 	if err != nil {
 		return nil, err
 	}
-	sc.defaults()
-	if err := sc.Validate(); err != nil {
+	if err := sc.prepare(LoadOptions{}, true); err != nil {
 		return nil, err
 	}
 	return sc, nil
@@ -311,17 +353,11 @@ func decodeScenario(raw []byte) (*Scenario, error) {
 // LoadFleet reads a scenario file for its fleet, network, SLOs and router
 // settings alone (bench pickers --fleet): the workload may be left out,
 // since the caller brings its own. Everything present is still checked.
-func LoadFleet(path string) (*Scenario, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := ParseFleet(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	sc.dir = filepath.Dir(path)
-	return sc, nil
+func LoadFleet(path string) (*Scenario, error) { return LoadFleetWith(path, LoadOptions{}) }
+
+// LoadFleetWith is LoadFleet with opts applied.
+func LoadFleetWith(path string, opts LoadOptions) (*Scenario, error) {
+	return loadFile(path, opts, false)
 }
 
 // ParseFleet is ParseScenario without requiring a workload.
@@ -333,11 +369,11 @@ func ParseFleet(raw []byte) (*Scenario, error) {
 	return Normalize(sc)
 }
 
-// Normalize fills a programmatically built scenario's defaults and checks
-// everything but its workload, which the caller supplies as a Source.
+// Normalize fills a programmatically built scenario's defaults (loading
+// the profiles its groups name) and checks everything but its workload,
+// which the caller supplies as a Source.
 func Normalize(sc *Scenario) (*Scenario, error) {
-	sc.defaults()
-	return sc, errors.Join(sc.validate(false)...)
+	return sc, sc.prepare(LoadOptions{}, false)
 }
 
 // YAML renders the scenario (with defaults) for the recording.

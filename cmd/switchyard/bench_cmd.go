@@ -31,6 +31,7 @@ func newBenchCmd() *cobra.Command {
 
 type benchPickersFlags struct {
 	trace, fleet, scenario   string
+	profile                  string
 	out, pickers             string
 	workers, limit, parallel int
 	seed                     uint64
@@ -62,6 +63,7 @@ func newBenchPickersCmd() *cobra.Command {
 	fl.StringVar(&f.fleet, "fleet", "", "scenario file whose fleet, network and SLOs to use")
 	fl.StringVar(&f.scenario, "scenario", "", "compare on a whole scenario (its fleet and workload) instead of a trace")
 	fl.IntVar(&f.workers, "workers", 0, "simulate N aggregated workers (instead of --fleet)")
+	fl.StringVar(&f.profile, "profile", "", "run every worker on this engine profile (a perf profile JSON file, docs/engine-model.md#profiles) instead of the mocker")
 	fl.StringVar(&f.pickers, "pickers", "round_robin,random,load,kv", "comma-separated pickers to compare")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for the workload, ids, network draws and the random picker (default: the scenario or fleet file's, else 1)")
 	fl.StringVar(&f.out, "out", "", "report folder (default reports/pickers-<trace name>)")
@@ -181,14 +183,14 @@ func benchScenario(f benchPickersFlags) (*sim.Scenario, string, error) {
 	seedSource := "--seed"
 	switch {
 	case f.scenario != "":
-		if sc, err = sim.LoadScenario(f.scenario); err != nil {
+		if sc, err = sim.LoadScenarioWith(f.scenario, sim.LoadOptions{Profile: f.profile}); err != nil {
 			return nil, "", err
 		}
 		if !f.seedSet {
 			seedSource = "scenario file"
 		}
 	case f.fleet != "":
-		if sc, err = sim.LoadFleet(f.fleet); err != nil {
+		if sc, err = sim.LoadFleetWith(f.fleet, sim.LoadOptions{Profile: f.profile}); err != nil {
 			return nil, "", err
 		}
 		if !f.seedSet {
@@ -199,6 +201,11 @@ func benchScenario(f benchPickersFlags) (*sim.Scenario, string, error) {
 			return nil, "", fmt.Errorf("--workers must be in 1..%d", sim.MaxWorkers)
 		}
 		sc = &sim.Scenario{Fleet: []sim.WorkerGroup{{Role: "aggregated", Count: f.workers}}}
+		if f.profile != "" {
+			if err := sim.WithProfile(sc, f.profile); err != nil {
+				return nil, "", err
+			}
+		}
 		if !f.seedSet {
 			seedSource = "default"
 		}
@@ -235,7 +242,7 @@ func setupOf(sc *sim.Scenario) *reports.Setup {
 		s.Workers = append(s.Workers, reports.WorkerGroup{Role: g.Role, Count: g.Count, DPSize: g.DPSize, BlockSize: g.BlockSize,
 			TotalKVBlocks: g.TotalKVBlocks, MaxNumBatchedTokens: g.MaxNumBatchedTokens, MaxNumSeqs: g.MaxNumSeqs,
 			ContextLength: g.ContextLength, SpeedupRatio: g.SpeedupRatio, KVTransferBandwidth: g.KVTransferBandwidth,
-			KVBytesPerBlock: g.KVBytesPerBlock, LoadFields: g.LoadFields})
+			KVBytesPerBlock: g.KVBytesPerBlock, LoadFields: g.LoadFields, Engine: g.Engine.ProfileName()})
 	}
 	n := sc.Network
 	s.Network = reports.Network{DiscoveryDelay: n.DiscoveryDelay.Std(), SubscribeDelay: n.SubscribeDelay.Std(),

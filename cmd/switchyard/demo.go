@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"switchyard/fakefleet/engine/perf"
 	"switchyard/fakefleet/fleet"
 	"switchyard/fixtures"
 	"switchyard/recorder"
@@ -48,6 +49,8 @@ type demoOptions struct {
 	speedup           float64
 	drain             time.Duration
 	kv                bool
+	// profile is an engine profile file the fake workers run on.
+	profile string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -82,6 +85,7 @@ func newDemoCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.decodes, "decode", 2, "decode workers")
 	cmd.Flags().Float64Var(&o.speedup, "speedup", 10, "fake workers run this many times faster than the timing model")
 	cmd.Flags().StringVar(&o.record, "record", "", "record the router's routing core to this SQLite file (replay it with switchyard replay)")
+	cmd.Flags().StringVar(&o.profile, "profile", "", "run the fake workers on this engine profile (docs/engine-model.md#profiles) instead of the mocker's timing")
 	cmd.Flags().BoolVar(&o.kv, "kv", true, "KV-aware routing: the fleet's cards name the project's test tokenizer, pinned in the router's configuration")
 	cmd.Flags().DurationVar(&o.drain, "drain-timeout", config.DefaultShutdownGrace, "on stop, how long requests in flight may take to finish (gateway.shutdown_grace)")
 	logs.add(cmd)
@@ -118,6 +122,7 @@ type demo struct {
 	prefills    int
 	decodes     int
 	kv          bool
+	profile     string // the engine profile's name, "" on the mocker
 	stopOnce    sync.Once
 }
 
@@ -134,6 +139,14 @@ func startDemo(ctx context.Context, o demoOptions, log *slog.Logger) (*demo, err
 }
 
 func (d *demo) start(ctx context.Context, o demoOptions) error {
+	var profile *perf.Profile
+	if o.profile != "" {
+		p, err := perf.LoadProfile(o.profile)
+		if err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+		profile, d.profile = &p, p.Name
+	}
 	err := d.startEtcd()
 	if err != nil {
 		return err
@@ -142,7 +155,7 @@ func (d *demo) start(ctx context.Context, o demoOptions) error {
 		return err
 	}
 	spec := fleet.Spec{Namespace: "dynamo", Model: demoModel,
-		Prefill: o.prefills, Decode: o.decodes, SpeedupRatio: o.speedup, Engine: true}
+		Prefill: o.prefills, Decode: o.decodes, SpeedupRatio: o.speedup, Engine: true, Profile: profile}
 	if o.kv {
 		if spec.Artifacts, err = writeDemoArtifacts(d.etcdDir); err != nil {
 			return err
@@ -260,7 +273,11 @@ func (d *demo) printBanner(out io.Writer) {
 	base := "http://" + d.srv.Addr()
 	fmt.Fprintf(out, "\nSwitchyard demo is running (Ctrl-C stops everything).\n\n")
 	fmt.Fprintf(out, "  router        %s   (/health, /metrics, /v1/...)\n", base)
-	fmt.Fprintf(out, "  model         %s (%d prefill + %d decode fake workers)\n", demoModel, d.prefills, d.decodes)
+	engine := ""
+	if d.profile != "" {
+		engine = " on engine profile " + d.profile
+	}
+	fmt.Fprintf(out, "  model         %s (%d prefill + %d decode fake workers%s)\n", demoModel, d.prefills, d.decodes, engine)
 	fmt.Fprintf(out, "  frontend      %s   (direct-mode frontend emulation; faults under /fleet/)\n", d.frontendURL)
 	fmt.Fprintf(out, "  embedded etcd %s\n", d.etcd.Endpoint())
 	fmt.Fprintf(out, "  admin token   %s\n\n", d.token)

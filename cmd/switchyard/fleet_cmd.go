@@ -99,6 +99,10 @@ func removeDir(dir string) {
 }
 
 func startFleetWith(ctx context.Context, ff *fleetFile, arts *fleet.Artifacts, log *slog.Logger) (*runningFleet, error) {
+	profile, err := ff.profile()
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: ff.Etcd.Endpoints, DialTimeout: 10 * time.Second})
 	if err != nil {
 		return nil, err
@@ -114,7 +118,7 @@ func startFleetWith(ctx context.Context, ff *fleetFile, arts *fleet.Artifacts, l
 		MaxNumSeqs: ff.Card.MaxNumSeqs, ContextLength: ff.Card.ContextLength, DPSize: ff.Card.DPSize,
 		SpeedupRatio: ff.SpeedupRatio, LeaseTTL: ff.LeaseTTL, Engine: !ff.SimpleWorkers,
 		Fields:    publish.Fields{ActiveDecodeBlocks: ff.PublishSchedulerFields, ActivePrefillTokens: ff.PublishSchedulerFields},
-		Artifacts: arts,
+		Artifacts: arts, Profile: profile,
 	}, log.With("component", "fleet"))
 	if err != nil {
 		l.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"switchyard/fakefleet/engine/perf"
 	"switchyard/router/config"
 )
 
@@ -53,6 +55,11 @@ type fleetFile struct {
 	// TokenizerConfig is the tokenizer's tokenizer_config.json, with the
 	// chat template the router renders chat requests with.
 	TokenizerConfig string `yaml:"tokenizer_config"`
+	// Profile is an engine profile (docs/engine-model.md#profiles) every
+	// worker runs on instead of the mocker's timing; card values set here
+	// win over the profile's. Relative paths start from the fleet file's
+	// folder.
+	Profile string `yaml:"profile"`
 
 	// dir is the fleet file's folder.
 	dir string
@@ -61,7 +68,7 @@ type fleetFile struct {
 // fleetFileKeys are the top-level keys only a fleet file has; config
 // validate tells the two kinds of file apart by them.
 var fleetFileKeys = []string{"etcd", "frontend", "namespace", "model", "workers", "card",
-	"speedup_ratio", "lease_ttl_seconds", "publish_scheduler_fields", "simple_workers", "tokenizer", "tokenizer_config"}
+	"speedup_ratio", "lease_ttl_seconds", "publish_scheduler_fields", "simple_workers", "tokenizer", "tokenizer_config", "profile"}
 
 // maxFleetWorkers bounds one fleet: each worker holds publisher sockets
 // and an etcd lease, so a count past it is surely a typo.
@@ -146,7 +153,27 @@ func (ff *fleetFile) validate() (errs, warns []config.Issue) {
 		fail("lease_ttl_seconds", "must not be negative (0 takes the default)")
 	}
 	errs = append(errs, ff.validateTokenizer()...)
+	if _, err := ff.profile(); err != nil {
+		fail("profile", "%v", err)
+	}
 	return errs, warns
+}
+
+// profile loads the engine profile the fleet file names (nil for none),
+// and checks the workers can run it: only engine workers, and the
+// profile's KV capacity sizes the cards.
+func (ff *fleetFile) profile() (*perf.Profile, error) {
+	if ff.Profile == "" {
+		return nil, nil
+	}
+	if ff.SimpleWorkers {
+		return nil, errors.New("simple_workers do not run on a profile: drop one of them")
+	}
+	p, err := perf.LoadProfile(ff.artifactPath(ff.Profile))
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // looksLikeFleetFile reports whether a file's top-level keys are a fleet

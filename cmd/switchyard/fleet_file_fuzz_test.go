@@ -19,6 +19,8 @@ func FuzzFleetFile(f *testing.F) {
 	f.Add([]byte("etcd: {endpoints: [\"\"]}\nfrontend: \":0\"\nmodel: ${M:-m}\nworkers: {aggregated: 1}\n"))
 	f.Add([]byte("etcd: {endpoints: [e]}\nfrontend: \":0\"\nmodel: m\nworkers: {aggregated: 1}\ntokenizer: builtin:switchyard-bpe-4k\n"))
 	f.Add([]byte("etcd: {endpoints: [e]}\nfrontend: \":0\"\nmodel: m\nworkers: {aggregated: 1}\ntokenizer: fleet_file.go\ntokenizer_config: .\n"))
+	f.Add([]byte("etcd: {endpoints: [e]}\nfrontend: \":0\"\nmodel: m\nworkers: {aggregated: 1}\nprofile: ../../profiles/llama-3.1-8b-h100-tp1.json\n"))
+	f.Add([]byte("etcd: {endpoints: [e]}\nfrontend: \":0\"\nmodel: m\nworkers: {aggregated: 1}\nprofile: fleet_file.go\nsimple_workers: true\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		keys, _ := config.TopLevelKeys(data)
 		_ = looksLikeFleetFile(keys)

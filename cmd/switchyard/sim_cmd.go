@@ -23,6 +23,7 @@ func init() { register(newSimCmd) }
 func newSimCmd() *cobra.Command {
 	var (
 		path, record, pickerName string
+		profile                  string
 		asJSON, noTokens         bool
 		logs                     logFlags
 	)
@@ -38,7 +39,7 @@ func newSimCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sc, err := sim.LoadScenario(path)
+			sc, err := sim.LoadScenarioWith(path, sim.LoadOptions{Profile: profile})
 			if err != nil {
 				return &exitError{1, err}
 			}
@@ -64,6 +65,7 @@ func newSimCmd() *cobra.Command {
 	cmd.Flags().StringVar(&path, "scenario", "", "scenario file (YAML)")
 	cmd.Flags().StringVar(&record, "record", "", "record the run to this SQLite file")
 	cmd.Flags().StringVar(&pickerName, "picker", "", "override the scenario's picker")
+	cmd.Flags().StringVar(&profile, "profile", "", "run every worker on this engine profile (a perf profile JSON file, docs/engine-model.md#profiles) instead of the scenario's engines")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().BoolVar(&noTokens, "no-tokens", false, "record prompt lengths without their token ids (much smaller recordings of long prompts)")
 	_ = cmd.MarkFlagRequired("scenario")

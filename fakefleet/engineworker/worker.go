@@ -61,6 +61,13 @@ type Config struct {
 	SpeedupRatio        float64
 	// Timing prices engine steps; nil is the mocker's polynomials.
 	Timing engine.Timing
+	// MaxModelLen, DisablePrefixCaching and DisableChunkedPrefill are
+	// vLLM's scheduler settings as engine.Config has them (a profile's,
+	// perf.Profile.EngineConfig); zero values are the mocker's engine: no
+	// length cap, prefix caching and chunked prefill on.
+	MaxModelLen           int
+	DisablePrefixCaching  bool
+	DisableChunkedPrefill bool
 	// KVTransferBandwidth, in bytes per second, prices moving a prefill
 	// worker's KV to this worker (Request.CachedTokens), as the mocker's
 	// --kv-transfer-bandwidth does; 0 (or less) makes it instantaneous.
@@ -148,7 +155,8 @@ func New(cfg Config, clk clock.Clock) *Worker {
 	w := &Worker{cfg: cfg, clk: clk, ranks: make([]*rank, cfg.DPSize), done: make(chan struct{})}
 	ecfg := engine.Config{BlockSize: cfg.BlockSize, TotalKVBlocks: cfg.TotalKVBlocks,
 		MaxNumBatchedTokens: cfg.MaxNumBatchedTokens, MaxNumSeqs: cfg.MaxNumSeqs,
-		SpeedupRatio: cfg.SpeedupRatio, Timing: slowTiming{cfg.Timing, w}}
+		SpeedupRatio: cfg.SpeedupRatio, Timing: slowTiming{cfg.Timing, w}, MaxModelLen: cfg.MaxModelLen,
+		DisablePrefixCaching: cfg.DisablePrefixCaching, DisableChunkedPrefill: cfg.DisableChunkedPrefill}
 	for i := range w.ranks {
 		w.ranks[i] = &rank{eng: engine.New(ecfg), jobs: map[uint64]*job{}, wake: make(chan struct{}, 1)}
 	}

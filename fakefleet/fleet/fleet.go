@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/engine"
+	"switchyard/fakefleet/engine/perf"
 	"switchyard/fakefleet/engineworker"
 	"switchyard/fakefleet/frontend"
 	"switchyard/fakefleet/publish"
@@ -53,6 +54,47 @@ type Spec struct {
 	// its card and the frontend emulation tokenizes prompts with, as a
 	// dynamo.vllm fleet serving that model does.
 	Artifacts *Artifacts
+	// Profile, when set, runs every engine on a physical step-time model
+	// (fakefleet/engine/perf) instead of the mocker's polynomials, with
+	// the profile's vLLM settings: the card values left zero come from it
+	// (KV capacity from the GPU's memory, max_num_batched_tokens,
+	// max_num_seqs, block size, max_model_len as context length), those
+	// set win, and the engine enforces the advertised context length.
+	// It needs Engine.
+	Profile *perf.Profile
+}
+
+// ErrProfileNeedsEngine: only the engine model runs on a profile.
+var ErrProfileNeedsEngine = errors.New("fleet: a profile needs engine-backed workers (Spec.Engine)")
+
+// withProfile fills the card values s leaves zero from its profile and
+// returns the engine settings every rank runs with.
+func (s Spec) withProfile() (Spec, engine.Config, error) {
+	if s.Profile == nil {
+		return s, engine.Config{}, nil
+	}
+	if !s.Engine {
+		return s, engine.Config{}, ErrProfileNeedsEngine
+	}
+	p := *s.Profile
+	e := &p.Engine
+	override := func(dst *int, v int) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	override(&e.BlockSize, s.BlockSize)
+	override(&e.MaxNumBatchedTokens, s.MaxNumBatchedTokens)
+	override(&e.MaxNumSeqs, s.MaxNumSeqs)
+	override(&e.MaxModelLen, s.ContextLength)
+	override(&e.NumGPUBlocks, s.TotalKVBlocks)
+	cfg, err := p.EngineConfig()
+	if err != nil {
+		return s, engine.Config{}, fmt.Errorf("fleet: profile %s: %w", p.Name, err)
+	}
+	s.BlockSize, s.TotalKVBlocks = cfg.BlockSize, cfg.TotalKVBlocks
+	s.MaxNumBatchedTokens, s.MaxNumSeqs, s.ContextLength = cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs, cfg.MaxModelLen
+	return s, cfg, nil
 }
 
 // Artifacts are a model's tokenizer files on disk.
@@ -162,7 +204,9 @@ func (m *Member) ID() uint64 { return m.reg.InstanceID() }
 type Fleet struct {
 	cli  *clientv3.Client
 	spec Spec
-	log  *slog.Logger
+	// engine is the profile's engine configuration (zero without one).
+	engine engine.Config
+	log    *slog.Logger
 
 	mu      sync.RWMutex
 	members map[uint64]*Member
@@ -176,8 +220,17 @@ type Fleet struct {
 
 // Start registers and starts every worker of spec.
 func Start(ctx context.Context, cli *clientv3.Client, spec Spec, log *slog.Logger) (*Fleet, error) {
+	spec, ecfg, err := spec.withProfile()
+	if err != nil {
+		return nil, err
+	}
 	spec = spec.withDefaults()
-	f := &Fleet{cli: cli, spec: spec, log: log, members: map[uint64]*Member{}}
+	if spec.Profile != nil {
+		// A profile without a length cap advertises the default context
+		// length, and the engine keeps to what is advertised.
+		ecfg.MaxModelLen = spec.ContextLength
+	}
+	f := &Fleet{cli: cli, spec: spec, engine: ecfg, log: log, members: map[uint64]*Member{}}
 	if spec.Artifacts != nil {
 		if err := f.loadArtifacts(*spec.Artifacts); err != nil {
 			return nil, err
@@ -217,9 +270,11 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 			pub.Close()
 			return nil, err
 		}
+		e := f.engine
 		m.engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,
 			TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs,
-			DPSize: s.DPSize, SpeedupRatio: s.SpeedupRatio}, clock.Real{})
+			DPSize: s.DPSize, SpeedupRatio: s.SpeedupRatio, Timing: e.Timing, MaxModelLen: e.MaxModelLen,
+			DisablePrefixCaching: e.DisablePrefixCaching, DisableChunkedPrefill: e.DisableChunkedPrefill}, clock.Real{})
 		m.Worker = engineGenerator{m.engine}
 	} else {
 		m.Worker = worker.New(worker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks,

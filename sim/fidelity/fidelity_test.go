@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"switchyard/fakefleet/engine/perf"
 	"switchyard/recorder"
 	"switchyard/router/picker"
 	"switchyard/sim"
@@ -22,8 +23,8 @@ import (
 // Scenario is the fidelity test's live run: the demo's fleet shape (two
 // prefill and two decode engine workers at speedup 1) under a seeded
 // Poisson workload, about 8 s of wall-clock traffic.
-func scenario(path string) Live {
-	return Live{Path: path, Prefill: 2, Decode: 2, Seed: 1, Version: "test",
+func scenario(path string, profile *perf.Profile) Live {
+	return Live{Path: path, Prefill: 2, Decode: 2, Seed: 1, Version: "test", Profile: profile,
 		Workload: workload.PoissonConfig{Rate: 8, Count: 60, Prompt: workload.Range{Min: 64, Max: 2048},
 			Output: workload.Range{Min: 8, Max: 48}}}
 }
@@ -54,6 +55,8 @@ type agreedRun struct {
 	path   string
 	live   *LiveResult
 	report *Report
+	// profile is the engine profile file both ran on ("" the mocker).
+	profile string
 }
 
 func (r agreedRun) contended() bool { return r.live.Oversleep[1] > maxTimerLateness }
@@ -61,20 +64,26 @@ func (r agreedRun) contended() bool { return r.live.Oversleep[1] > maxTimerLaten
 // runAndCompare makes one live run into a fresh recording, re-simulates it
 // and compares the two. Errors of the stack itself (a failed request, a
 // dropped record) are not contention and fail the test at once.
-func runAndCompare(t *testing.T) agreedRun {
+func runAndCompare(t *testing.T, profile string) agreedRun {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fidelity.db")
-	live, err := RunLive(context.Background(), scenario(path))
+	var p *perf.Profile
+	if profile != "" {
+		loaded, err := perf.LoadProfile(profile)
+		require.NoError(t, err)
+		p = &loaded
+	}
+	live, err := RunLive(context.Background(), scenario(path, p))
 	require.NoError(t, err)
 	require.Equal(t, 60, live.Sent)
-	simRun, err := Resimulate(path, live.RunID, SimOptions{Version: "test"})
+	simRun, err := Resimulate(path, live.RunID, SimOptions{Version: "test", Profile: profile})
 	require.NoError(t, err)
 	rd, err := recorder.Open(path)
 	require.NoError(t, err)
 	defer rd.Close()
 	rep, err := Compare(rd, live.RunID, simRun)
 	require.NoError(t, err)
-	return agreedRun{path: path, live: live, report: rep}
+	return agreedRun{path: path, live: live, report: rep, profile: profile}
 }
 
 // The signature check: one workload run live through the whole stack
@@ -89,7 +98,15 @@ func runAndCompare(t *testing.T) agreedRun {
 // maxTimerLateness, only the bounds that do not depend on the wall clock
 // are asserted and the test then skips, saying so; with CI set it fails
 // instead, since CI runs it alone and must measure it.
-func TestLiveAndSimulatedRunsAgree(t *testing.T) {
+func TestLiveAndSimulatedRunsAgree(t *testing.T) { liveAndSimulatedAgree(t, "") }
+
+// The same check with the fleet's engines on the Llama-3.1-8B/H100
+// profile, live and simulated, within the same tolerances.
+func TestLiveAndSimulatedRunsAgreeOnAProfile(t *testing.T) {
+	liveAndSimulatedAgree(t, "../../profiles/llama-3.1-8b-h100-tp1.json")
+}
+
+func liveAndSimulatedAgree(t *testing.T, profile string) {
 	if testing.Short() {
 		t.Skip("starts etcd, a fleet and the router, and runs about 8 s of live traffic")
 	}
@@ -97,7 +114,7 @@ func TestLiveAndSimulatedRunsAgree(t *testing.T) {
 	var breaches []string
 	allContended := true
 	for attempt := 1; attempt <= liveAttempts; attempt++ {
-		run = runAndCompare(t)
+		run = runAndCompare(t, profile)
 		live := run.live
 		t.Logf("attempt %d: %s  sends at most %v late; 2 ms sleeps woke %v late (median), %v (p99)", attempt, run.report,
 			live.Lateness.Round(time.Microsecond), live.Oversleep[0].Round(time.Microsecond), live.Oversleep[1].Round(time.Microsecond))
@@ -133,7 +150,7 @@ func assertAgreement(t *testing.T, run agreedRun) {
 	require.NoError(t, err)
 	defer rd.Close()
 	// Engines twice as fast: the TTFT distribution moves away.
-	fast, err := Resimulate(run.path, run.live.RunID, SimOptions{Version: "test", SpeedupRatio: 2})
+	fast, err := Resimulate(run.path, run.live.RunID, SimOptions{Version: "test", SpeedupRatio: 2, Profile: run.profile})
 	require.NoError(t, err)
 	bad, err := Compare(rd, run.live.RunID, fast)
 	require.NoError(t, err)
@@ -164,7 +181,7 @@ func randomPickerReport(t *testing.T, run agreedRun) *Report {
 	rd, err := recorder.Open(run.path)
 	require.NoError(t, err)
 	defer rd.Close()
-	random, err := Resimulate(run.path, run.live.RunID, SimOptions{Version: "test", Picker: picker.NameRandom})
+	random, err := Resimulate(run.path, run.live.RunID, SimOptions{Version: "test", Picker: picker.NameRandom, Profile: run.profile})
 	require.NoError(t, err)
 	bad, err := Compare(rd, run.live.RunID, random)
 	require.NoError(t, err)
@@ -292,4 +309,40 @@ func TestCheckReportsEveryBreach(t *testing.T) {
 	r := good()
 	r.Live.TTFTP50, r.Sim.TTFTP50 = time.Second, time.Second+DefaultTolerances.P50Abs+time.Millisecond
 	require.NoError(t, r.Check(DefaultTolerances), "within the relative bound")
+}
+
+// A simulated run on a profile names the profile in its recorded
+// scenario, so its re-simulation runs on it again and reproduces it.
+func TestASimulatedProfileRunReSimulatesToItself(t *testing.T) {
+	sc, err := sim.ParseScenario([]byte(`
+seed: 4
+fleet:
+  - {role: prefill, count: 2, engine: {profile: ../../profiles/llama-3.1-8b-h100-tp1.json}}
+  - {role: decode, count: 2, engine: {profile: ../../profiles/llama-3.1-8b-h100-tp1.json}}
+workload:
+  poisson: {rate: 8, count: 40, prompt: {min: 64, max: 2048}, output: {min: 8, max: 48}}
+`))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "sim.db")
+	w, err := recorder.Create(path, recorder.Run{Kind: "sim", Scenario: sc.YAML(), Seed: sc.Seed, Version: "test",
+		Picker: sc.Picker, Start: time.Now()}, recorder.Options{Block: true})
+	require.NoError(t, err)
+	r, err := sim.New(sc, sim.Options{Record: w})
+	require.NoError(t, err)
+	_, err = r.Execute()
+	require.NoError(t, err)
+	_, err = w.Close()
+	require.NoError(t, err)
+
+	again, err := Resimulate(path, w.RunID(), SimOptions{Network: sc.Network, Version: "test"})
+	require.NoError(t, err)
+	rd, err := recorder.Open(path)
+	require.NoError(t, err)
+	defer rd.Close()
+	rep, err := Compare(rd, w.RunID(), again)
+	require.NoError(t, err)
+	require.NoError(t, rep.Check(DefaultTolerances))
+	require.Equal(t, 40, rep.Agree)
+	require.Zero(t, rep.TTFTKS)
+	require.Equal(t, rep.Live.E2EP50, rep.Sim.E2EP50)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"switchyard/fakefleet/engine/perf"
 	"switchyard/fakefleet/fleet"
 	"switchyard/recorder"
 	"switchyard/router/config"
@@ -49,6 +50,9 @@ type Live struct {
 	Version string
 	// Log receives the router's and the fleet's logs; nil discards them.
 	Log *slog.Logger
+	// Profile, when set, runs the fleet's engines on it instead of the
+	// mocker's timing (re-simulate with SimOptions.Profile).
+	Profile *perf.Profile
 }
 
 // LiveResult is what a live run did.
@@ -174,7 +178,7 @@ dynamo:
 		return nil, err
 	}
 	if fl, err = fleet.Start(ctx, cli, fleet.Spec{Model: Model, Prefill: l.Prefill, Decode: l.Decode, Aggregated: l.Aggregated,
-		SpeedupRatio: 1, Engine: true}, log); err != nil {
+		SpeedupRatio: 1, Engine: true, Profile: l.Profile}, log); err != nil {
 		return nil, err
 	}
 	fe = &http.Server{Handler: fl.Handler(log), ReadHeaderTimeout: 10 * time.Second}

@@ -36,6 +36,10 @@ type SimOptions struct {
 	SpeedupRatio float64
 	// Version is written into the simulated run's record.
 	Version string
+	// Profile, when set, is the engine profile file every worker runs on
+	// (the live fleet's, which the recording does not name); the card
+	// values recorded still set the scheduler and KV capacity.
+	Profile string
 }
 
 // Resimulate simulates run liveRun of the recording at path: the fleet
@@ -64,6 +68,11 @@ func Resimulate(path string, liveRun int64, o SimOptions) (int64, error) {
 	if o.SpeedupRatio > 0 {
 		for i := range sc.Fleet {
 			sc.Fleet[i].SpeedupRatio = o.SpeedupRatio
+		}
+	}
+	if o.Profile != "" {
+		if err := sim.WithProfile(sc, o.Profile); err != nil {
+			return 0, err
 		}
 	}
 	if sc, err = sim.Normalize(sc); err != nil {

@@ -167,6 +167,9 @@ func scenarioOf(info recorder.RunInfo, workers []*discovery.Worker) (*sim.Scenar
 			if v := w.Runtime.MaxNumSeqs; v != nil {
 				g.MaxNumSeqs = int(*v)
 			}
+			if v := w.Runtime.ContextLength; v != nil {
+				g.ContextLength = int(*v) // a profile's engine enforces it
+			}
 			sc.Namespace, sc.Model = w.Namespace, w.Model
 			sc.Fleet = append(sc.Fleet, g)
 		}
