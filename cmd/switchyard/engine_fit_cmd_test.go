@@ -29,8 +29,9 @@ func testH100() map[string]any {
 }
 
 // writeDeploymentExperiment writes a synthetic inference-perf experiment on
-// the tiny model: sparse arrivals, 5 output tokens, measured TTFT 50 ms and
-// TPOT 30 ms (E2E 170 ms), at tensor parallelism tp.
+// the tiny model: sparse arrivals, 5 output tokens, measured as 30 ms
+// steps and a 20 ms client overhead would give (TTFT at the second token,
+// 80 ms; E2E 170 ms; TPOT (170 − 80)/4 = 22.5 ms), at tensor parallelism tp.
 func writeDeploymentExperiment(t *testing.T, root, id string, tp int) {
 	t.Helper()
 	hw := testH100()
@@ -44,10 +45,10 @@ func writeDeploymentExperiment(t *testing.T, root, id string, tp int) {
 		"workload": map[string]any{"kind": "inference_perf_shared_prefix", "simulatable": true, "recipe_status": "synthetic",
 			"shared_prefix": map[string]any{"num_groups": 2, "prompts_per_group": 2, "system_prompt_len": 32, "question_len": 16, "output_len": 5},
 			"stages":        []any{map[string]any{"index": 0, "rate_rps": 1, "duration_s": 12, "num_requests": 12}}},
-		"measured": map[string]any{"stages": []any{map[string]any{"index": 0, "ttft_ms": map[string]any{"mean": 50, "p90": 55},
-			"e2e_ms": map[string]any{"mean": 170, "p90": 180}, "tpot_true_ms": 30}}},
+		"measured": map[string]any{"stages": []any{map[string]any{"index": 0, "ttft_ms": map[string]any{"mean": 80, "p90": 85},
+			"e2e_ms": map[string]any{"mean": 170, "p90": 180}, "tpot_true_ms": 22.5}}},
 		"baselines": map[string]any{"blis_trained_physics": map[string]any{"stages": []any{map[string]any{"index": 0,
-			"ttft_ms": map[string]any{"mean": 55}, "e2e_ms": map[string]any{"mean": 187}, "itl_ms_mean": 33}}}},
+			"ttft_ms": map[string]any{"mean": 88}, "e2e_ms": map[string]any{"mean": 187}, "itl_ms_mean": 24.75}}}},
 	}
 	data, err := json.Marshal(exp)
 	if err != nil {
@@ -116,8 +117,9 @@ func readPredictions(t *testing.T, path string) predictionsFile {
 }
 
 // TestEngineValidateProfileFile: the file's coefficients price the steps
-// (a 20 ms step overhead gives a 20 ms TPOT, a 40 ms one 40 ms) and its
-// client overhead is added to TTFT.
+// (a 20 ms step overhead gives 20 ms steps, a 40 ms one 40 ms) and its
+// client overhead is added to TTFT. With TTFT taken at the second of 5
+// tokens, TPOT = (E2E − TTFT)/4 spans 3 steps: a step is TPOT × 4/3.
 func TestEngineValidateProfileFile(t *testing.T) {
 	root := t.TempDir()
 	writeDeploymentExperiment(t, root, "x-tiny", 1)
@@ -129,24 +131,25 @@ func TestEngineValidateProfileFile(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "pred.json")
 		runSwitchyard(t, "engine", "validate", filepath.Join(root, "x-tiny"), "--profile", prof, "--json", out)
 		s := readPredictions(t, out).Experiments["x-tiny"].Summary
-		if s.TPOTMs < c.wantTPOT || s.TPOTMs > c.wantTPOT*1.05 {
-			t.Errorf("step overhead %v µs: TPOT %.2f ms, want about %v", c.stepUs, s.TPOTMs, c.wantTPOT)
+		if step := s.TPOTMs * 4 / 3; step < c.wantTPOT || step > c.wantTPOT*1.05 {
+			t.Errorf("step overhead %v µs: steps of %.2f ms, want about %v", c.stepUs, step, c.wantTPOT)
 		}
-		// TTFT: the client overhead, then at least one step.
-		if min := c.requestMs + c.wantTPOT; s.TTFT.Mean < min || s.TTFT.Mean > min*1.1 {
+		// TTFT: the client overhead, then the prefill step and one decode
+		// step (inference-perf's first chunk carries two tokens).
+		if min := c.requestMs + 2*c.wantTPOT; s.TTFT.Mean < min || s.TTFT.Mean > min*1.1 {
 			t.Errorf("request_ms %v: TTFT %.2f ms, want about %v", c.requestMs, s.TTFT.Mean, min)
 		}
 	}
 	// roofline: the generic coefficients, 0.5 ms steps.
 	out := filepath.Join(t.TempDir(), "pred.json")
 	runSwitchyard(t, "engine", "validate", root, "--profile", "roofline", "--json", out)
-	if tpot := readPredictions(t, out).Experiments["x-tiny"].Summary.TPOTMs; tpot < 0.5 || tpot > 1 {
-		t.Errorf("roofline TPOT %.3f ms, want the generic 0.5 ms step plus weight reads", tpot)
+	if step := readPredictions(t, out).Experiments["x-tiny"].Summary.TPOTMs * 4 / 3; step < 0.5 || step > 1 {
+		t.Errorf("roofline steps of %.3f ms, want the generic 0.5 ms step plus weight reads", step)
 	}
 }
 
-// TestEngineFitReducesTheLoss fits two synthetic experiments (TPOT 30 ms,
-// TTFT 50 ms measured) from the generic coefficients (0.5 ms steps): the
+// TestEngineFitReducesTheLoss fits two synthetic experiments (30 ms steps
+// and 20 ms of client overhead measured) from the generic coefficients (0.5 ms steps): the
 // loss must fall far below the start's, the step overhead approach the
 // measured per-token time, the fit record say what was done, and a second
 // run give the same file.
@@ -176,6 +179,9 @@ func TestEngineFitReducesTheLoss(t *testing.T) {
 	}
 	if s := p.Coefficients.StepOverheadUs; s < 25000 || s > 35000 {
 		t.Errorf("step overhead %.0f µs, want near the measured 30 ms per token", s)
+	}
+	if r := p.Overheads.RequestMs; r < 10 || r > 30 {
+		t.Errorf("client overhead %.1f ms, want near the measured 20 ms", r)
 	}
 	f := p.Fit
 	if strings.Join(f.Experiments, ",") != "x-one,x-two" || f.Date != "2000-01-02" || f.Scale != 1 || f.Seed != 1 ||

@@ -92,9 +92,15 @@ func TestProfileSetupAddsClientOverheadToClientSideSetsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Sparse arrivals: every decode step is one sequence, 20 ms of overhead.
-	if tpot := pred.Summary.TPOTMs; tpot < 20 || tpot > 21 {
-		t.Fatalf("TPOT %.2f ms, want the profile's 20 ms step plus weight reads", tpot)
+	// Sparse arrivals: every step is one sequence, 20 ms of overhead. The
+	// client's first chunk carries two tokens, so TTFT is the overhead, the
+	// prefill step and one decode step, and E2E − TTFT spans the other 2 of
+	// the 4 tokens: TPOT = 2/3 of a step.
+	if step := pred.Summary.TPOTMs * 3 / 2; step < 20 || step > 21 {
+		t.Fatalf("TPOT %.2f ms, want 2/3 of the profile's 20 ms step plus weight reads", pred.Summary.TPOTMs)
+	}
+	if ttft := pred.Summary.TTFT.Mean; ttft < 47 || ttft > 50 {
+		t.Fatalf("TTFT %.2f ms, want 7 ms of client overhead and two 20 ms steps", ttft)
 	}
 	trace := &groundtruth.Experiment{Workload: groundtruth.Workload{Kind: groundtruth.RequestTrace}}
 	if s, err := ProfileSetup(trace, p); err != nil || s.ClientOverhead != 0 {

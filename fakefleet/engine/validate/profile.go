@@ -56,9 +56,16 @@ func ProfileSetup(exp *groundtruth.Experiment, p perf.Profile) (Setup, error) {
 	s := Setup{Engine: cfg}
 	if exp.Workload.Kind == groundtruth.SharedPrefix {
 		s.ClientOverhead = time.Duration(p.Overheads.RequestMs * float64(time.Millisecond))
+		s.FirstChunkTokens = InferencePerfChunkTokens
 	}
 	return s, nil
 }
+
+// InferencePerfChunkTokens is how many tokens inference-perf's first
+// streamed chunk carries: its chunks arrive in pairs (half the measured
+// gaps are ~0.05 ms, the data's trap 1), so the TTFT it reports is the
+// second token's.
+const InferencePerfChunkTokens = 2
 
 // Profiled configures every experiment with its own deployment priced by
 // base's coefficients and overheads.
