@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"switchyard/fakefleet/engine/perf"
 	"switchyard/fakefleet/engine/validate"
 	"switchyard/internal/groundtruth"
 	"switchyard/internal/progress"
@@ -43,7 +44,7 @@ func newEngineValidateCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.profile, "profile", "mocker", "timing profile (mocker: Dynamo's mocker polynomial)")
+	fl.StringVar(&f.profile, "profile", "mocker", "timing profile: mocker (Dynamo's mocker polynomial), roofline (the step-time model with generic coefficients) or a profile file whose coefficients price every experiment's own deployment")
 	fl.StringVar(&f.jsonOut, "json", "", "write the predictions to this file")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the synthesized prompts and arrivals")
 	fl.IntVar(&f.seeds, "seeds", 1, "run this many seeds from --seed and report the spread")
@@ -51,13 +52,28 @@ func newEngineValidateCmd() *cobra.Command {
 	return cmd
 }
 
-// profileConfigure maps a --profile name to the setup of each experiment.
+// profileConfigure maps a --profile value to the setup of each experiment:
+// the mocker polynomial, or the step-time model of each experiment's own
+// deployment (model, GPU, TP, vLLM settings) priced by the coefficients
+// and overheads of the built-in defaults (roofline) or of a profile file.
 func profileConfigure(name string) (validate.Configure, error) {
 	switch name {
 	case "mocker":
 		return validate.Mocker, nil
+	case "roofline":
+		return validate.Profiled(defaultBaseProfile()), nil
 	}
-	return nil, fmt.Errorf("unknown profile %q (available: mocker)", name)
+	p, err := perf.LoadProfile(name)
+	if err != nil {
+		return nil, fmt.Errorf("--profile %q is neither mocker, roofline nor a readable profile file: %w", name, err)
+	}
+	return validate.Profiled(p), nil
+}
+
+// defaultBaseProfile carries the generic coefficients (not fitted) and the
+// generic client overhead of the shipped profile.
+func defaultBaseProfile() perf.Profile {
+	return perf.Profile{Coefficients: perf.DefaultCoefficients, Overheads: perf.Overheads{RequestMs: 10}}
 }
 
 // validateCase is one experiment folder and what became of it.
@@ -124,7 +140,7 @@ func simulateCases(stderr io.Writer, cases []*validateCase, f engineValidateFlag
 	total := int64(0)
 	for _, c := range cases {
 		if c.reason == "" {
-			total += int64(requestCount(c.exp) * f.seeds)
+			total += int64(validate.RequestCount(c.exp) * f.seeds)
 		}
 	}
 	bar := progress.New(stderr, total, "simulating experiments")
@@ -155,17 +171,6 @@ func simulateCases(stderr io.Writer, cases []*validateCase, f engineValidateFlag
 	}
 	wg.Wait()
 	return firstErr
-}
-
-func requestCount(exp *groundtruth.Experiment) int {
-	if exp.Workload.Kind == groundtruth.RequestTrace {
-		return len(exp.Requests)
-	}
-	n := 0
-	for _, s := range exp.Workload.Stages {
-		n += s.NumRequests
-	}
-	return n
 }
 
 func writePredictions(path string, cases []*validateCase, f engineValidateFlags) error {

@@ -72,12 +72,21 @@ type Overheads struct {
 	RequestMs float64 `json:"request_ms"`
 }
 
-// FitRecord describes a fit.
+// FitRecord describes a fit: what was fitted how, on which experiments,
+// to what loss, and when.
 type FitRecord struct {
 	Method      string   `json:"method"`
+	Loss        string   `json:"loss,omitempty"` // what Objective measures
 	Experiments []string `json:"experiments,omitempty"`
 	Objective   float64  `json:"objective"`
 	Evaluations int      `json:"evaluations"`
+	// Scale and Seed are the workload share and seed the loss simulated
+	// at; FullScaleObjective is the loss of the result on the whole
+	// workloads, when it was checked.
+	Scale              float64 `json:"scale,omitempty"`
+	Seed               uint64  `json:"seed,omitempty"`
+	FullScaleObjective float64 `json:"full_scale_objective,omitempty"`
+	Date               string  `json:"date,omitempty"` // YYYY-MM-DD, UTC
 }
 
 // ParseProfile decodes and validates a profile. Unknown fields are errors,

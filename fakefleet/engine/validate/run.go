@@ -28,7 +28,7 @@ func RunWithProgress(exp *groundtruth.Experiment, setup Setup, seed uint64, prog
 	if err := Check(exp); err != nil {
 		return Prediction{}, err
 	}
-	d := newDriver(exp.Engine.DP, setup.Engine, progress)
+	d := newDriver(exp.Engine.DP, setup, progress)
 	switch exp.Workload.Kind {
 	case groundtruth.SharedPrefix:
 		reqs := d.runStages(exp, seed)
@@ -48,10 +48,12 @@ type driver struct {
 	inFlight    map[uint64]*simRequest
 	nextID      uint64
 	progress    func(int)
+	firstChunk  int // tokens the client's first chunk carries
 }
 
-func newDriver(dp int, cfg engine.Config, progress func(int)) *driver {
-	d := &driver{inFlight: map[uint64]*simRequest{}, progress: progress}
+func newDriver(dp int, setup Setup, progress func(int)) *driver {
+	cfg := setup.Engine
+	d := &driver{inFlight: map[uint64]*simRequest{}, progress: progress, firstChunk: max(setup.FirstChunkTokens, 1)}
 	for range max(dp, 1) {
 		d.ranks = append(d.ranks, engine.New(cfg))
 		d.outstanding = append(d.outstanding, 0)
@@ -143,7 +145,8 @@ func (d *driver) advance(now time.Time) int {
 			if r == nil {
 				continue
 			}
-			if o.FirstToken {
+			r.generated += o.NewTokens
+			if r.first.IsZero() && (r.generated >= d.firstChunk || o.Finished) && !o.Rejected {
 				r.first = now
 			}
 			if !o.Finished {

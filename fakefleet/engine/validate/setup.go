@@ -29,6 +29,11 @@ type Setup struct {
 	// client-side (inference-perf: HTTP, tokenization, detokenization);
 	// 0 until fitted.
 	ClientOverhead time.Duration
+	// FirstChunkTokens is how many generated tokens the first streamed
+	// chunk the client timed TTFT on carries (0 means 1). inference-perf's
+	// streamed chunks arrive in pairs (the data's trap 1), so its TTFT is
+	// the second token's time.
+	FirstChunkTokens int
 }
 
 // Configure chooses the Setup for an experiment, or says why it cannot

@@ -132,7 +132,7 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 
 func TestStagesFollowEachOtherOnAWarmEngine(t *testing.T) {
 	exp := sharedExp()
-	d := newDriver(1, constant(exp).Engine, nil)
+	d := newDriver(1, constant(exp), nil)
 	reqs := d.runStages(exp, 9)
 	lastDone := time.Time{}
 	for _, r := range reqs[:10] {

@@ -32,7 +32,10 @@ type simRequest struct {
 	tokens    []uint32
 	maxTokens int
 
+	// first is when the client saw its first streamed chunk: when the
+	// engine had generated the run's first-chunk tokens (or finished).
 	sent, first, done time.Time
+	generated         int
 	failed            bool
 }
 
