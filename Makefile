@@ -91,6 +91,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzResponsesStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzParseExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequests -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
+	$(GO) test -run '^$$' -fuzz FuzzHashPodName -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
 
 clean:
 	rm -rf bin
