@@ -8,7 +8,14 @@ CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreco
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
         ./router/kv/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
-.PHONY: build test test-deps vet fmt-check race demo bench fuzz clean
+.PHONY: build test test-deps envtest-assets vet fmt-check race demo bench fuzz clean
+
+# The Kubernetes discovery tests run a real kube-apiserver and etcd
+# (envtest), built from the Go module proxy by hack/envtest/build.sh into a
+# cache folder outside the clone. The first build takes about 10 minutes;
+# later runs find the binaries and skip it.
+export KUBEBUILDER_ASSETS ?= $(shell bash hack/envtest/build.sh --dir)
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 120s
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/switchyard ./cmd/switchyard
@@ -25,7 +32,7 @@ WALLCLOCK      := ./sim/fidelity/
 WALLCLOCK_PKGS := switchyard/sim/fidelity
 not_wallclock   = $(filter-out $(WALLCLOCK_PKGS),$(shell $(GO) list $(1)))
 
-race:
+race: envtest-assets
 	$(GO) test -race -count=1 $(call not_wallclock,$(CORE))
 	$(GO) test -race -count=1 $(WALLCLOCK)
 
@@ -33,7 +40,10 @@ race:
 test-deps:
 	@bash hack/install-test-deps.sh
 
-test: test-deps fmt-check vet race
+envtest-assets:
+	@bash hack/envtest/build.sh >/dev/null
+
+test: test-deps envtest-assets fmt-check vet race
 	$(GO) test -count=1 $(call not_wallclock,./...)
 	$(GO) test -count=1 $(WALLCLOCK)
 
@@ -81,6 +91,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzResponsesStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzParseExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequests -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
+	$(GO) test -run '^$$' -fuzz FuzzHashPodName -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
 
 clean:
 	rm -rf bin

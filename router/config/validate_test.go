@@ -479,7 +479,7 @@ func TestValidateInactiveFeatures(t *testing.T) {
 		{"kv is active", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantOK, "dynamo.kv.enabled", "not active yet"},
 		{"token data is active", func(c *Config) { c.Dynamo.KV.Enabled, c.Dynamo.KV.SendTokenData = true, true }, wantOK, "dynamo.kv.send_token_data", "not active yet"},
 		{"event bus", busOn, wantWarn, "dynamo.event_bus.enabled", "not active yet"},
-		{"kubernetes_pods", podsBase, wantWarn, "dynamo.discovery.source", "kubernetes_pods source is not active yet"},
+		{"kubernetes_pods is active", podsBase, wantOK, "dynamo.discovery.source", "not active yet"},
 		{"kubernetes", func(c *Config) {
 			podsBase(c)
 			c.Dynamo.Discovery.Source = SourceKubernetes

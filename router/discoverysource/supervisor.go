@@ -1,6 +1,7 @@
 // Package discoverysource is the host side of discovery: it runs the
-// discovery source the live configuration asks for (etcdsource) and replaces
-// it on reload according to the change's reload class: nothing, start, stop,
+// discovery source the live configuration asks for (etcdsource, or
+// k8ssource for kubernetes_pods) and replaces it on reload according to the
+// change's reload class: nothing, start, stop,
 // replace (reducer and registry reset), replace while keeping the snapshot
 // readable (backoff only), or prune removed namespaces.
 //
@@ -19,6 +20,7 @@ import (
 	"switchyard/router/config"
 	"switchyard/router/discovery"
 	"switchyard/router/discoverysource/etcdsource"
+	"switchyard/router/discoverysource/k8ssource"
 	"switchyard/router/events"
 	"switchyard/router/metrics"
 )
@@ -67,9 +69,47 @@ type Supervisor struct {
 // New returns an idle supervisor feeding target; Apply starts it.
 func New(target Target, clk clock.Clock, log *slog.Logger, m *metrics.Discovery, f SourceFactory) *Supervisor {
 	if f == nil {
-		f = EtcdSource(clk, log)
+		f = Sources(clk, log)
 	}
 	return &Supervisor{clk: clk, log: log, metrics: m, newSource: f, target: target}
+}
+
+// Sources is the production factory: the runner for whichever source the
+// configuration selects, nil for one this build cannot run yet.
+func Sources(clk clock.Clock, log *slog.Logger) SourceFactory {
+	etcd, pods := EtcdSource(clk, log), PodSource(clk, log)
+	return func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner {
+		switch cfg.Dynamo.Discovery.Source {
+		case config.SourceEtcd:
+			return etcd(cfg, sink, count)
+		case config.SourceKubernetesPods:
+			return pods(cfg, sink, count)
+		}
+		return nil
+	}
+}
+
+// PodSource is the factory for source kubernetes_pods: a watcher over the
+// operator-labelled Pods.
+func PodSource(clk clock.Clock, log *slog.Logger) SourceFactory {
+	return func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner {
+		d := cfg.Dynamo.Discovery
+		if d.Source != config.SourceKubernetesPods {
+			return nil
+		}
+		kd := d.Kubernetes
+		pc := k8ssource.Config{
+			Namespace:        kd.Namespace,
+			DynamoNamespaces: d.Namespaces(),
+			Model:            kd.Model,
+			BackoffInitial:   kd.WatchReconnectBackoff.Initial.Std(),
+			BackoffMax:       kd.WatchReconnectBackoff.Max.Std(),
+		}
+		for _, m := range kd.Models {
+			pc.Models = append(pc.Models, k8ssource.ComponentModel{DynamoNamespace: m.DynamoNamespace, Component: m.Component, Model: m.Model})
+		}
+		return k8ssource.New(pc, sink, clk, log.With("component", "kubernetes-pod-discovery"), count)
+	}
 }
 
 // EtcdSource is the production factory: an etcd watcher for source etcd.
