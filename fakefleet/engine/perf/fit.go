@@ -101,14 +101,14 @@ func cmpFloat(a, b float64) int {
 }
 
 // FitParams names every parameter Fit can adjust, in its vector order.
-var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency",
+var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
 	"step_overhead_us", "seq_overhead_us", "allreduce_us", "request_ms"}
 
 // DefaultFitParams are the parameters Fit adjusts unless told otherwise:
 // all but allreduce_us. For one TP size the all-reduce latency is a fixed
 // cost per step (2·layers of them), indistinguishable from
 // step_overhead_us, so fitting both would let them trade freely.
-var DefaultFitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency",
+var DefaultFitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
 	"step_overhead_us", "seq_overhead_us", "request_ms"}
 
 // field returns the address of the named parameter in p and whether it is
@@ -122,6 +122,8 @@ func field(p *Profile, name string) (*float64, bool) {
 		return &c.AttentionEfficiency, true
 	case "bandwidth_efficiency":
 		return &c.BandwidthEfficiency, true
+	case "kv_bandwidth_efficiency":
+		return &c.KVBandwidthEfficiency, true
 	case "step_overhead_us":
 		return &c.StepOverheadUs, false
 	case "seq_overhead_us":
@@ -162,6 +164,9 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	if opts.Tol <= 0 {
 		opts.Tol = 1e-6
 	}
+	// An unset KV efficiency means the weights' one: start the search
+	// there rather than at the edge of (0, 1).
+	start.Coefficients.KVBandwidthEfficiency = start.Coefficients.kvBandwidthEfficiency()
 	x0 := make([]float64, len(params))
 	step := make([]float64, len(params))
 	for i, name := range params {

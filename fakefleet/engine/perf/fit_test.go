@@ -55,14 +55,16 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 	truth := testProfile()
 	truth.TP = 2
 	truth.Coefficients = Coefficients{MatmulEfficiency: 0.45, AttentionEfficiency: 0.3, BandwidthEfficiency: 0.7,
-		StepOverheadUs: 900, SeqOverheadUs: 25, AllReduceUs: 15}
+		KVBandwidthEfficiency: 0.85, StepOverheadUs: 900, SeqOverheadUs: 25, AllReduceUs: 15}
 	var steps []engine.Step
 	for _, batch := range []int{1, 8, 64, 200} {
-		ctx := make([]int, batch)
-		for i := range ctx {
-			ctx[i] = 300 + 50*i
+		for _, base := range []int{300, 3000} {
+			ctx := make([]int, batch)
+			for i := range ctx {
+				ctx[i] = base + 50*i
+			}
+			steps = append(steps, decode(ctx...))
 		}
-		steps = append(steps, decode(ctx...))
 	}
 	for _, c := range []engine.Chunk{{NewTokens: 2048}, {NewTokens: 512, Context: 3000}, {NewTokens: 2048, Context: 8000}, {NewTokens: 128}} {
 		steps = append(steps, prefill(c))
@@ -81,7 +83,7 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 	}
 	start := truth
 	start.Coefficients = DefaultCoefficients
-	params := DefaultFitParams[:5] // request_ms plays no part in a step
+	params := DefaultFitParams[:6] // request_ms plays no part in a step
 	start.Coefficients.AllReduceUs = truth.Coefficients.AllReduceUs
 	got, err := Fit(start, loss, FitOptions{Params: params, MaxEvals: 3000, Tol: 1e-12})
 	if err != nil {

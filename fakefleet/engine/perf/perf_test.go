@@ -104,6 +104,35 @@ func TestOverheadsAndEfficiencies(t *testing.T) {
 	}
 }
 
+// TestKVTrafficHasItsOwnBandwidthShare: the KV cache moves at its own
+// share of peak, so a large decode batch of long contexts is priced by it
+// and the weights by theirs.
+func TestKVTrafficHasItsOwnBandwidthShare(t *testing.T) {
+	c := unit
+	c.KVBandwidthEfficiency = 0.5
+	r := newRoofline(denseModel(), testGPU(), 1, 1, c)
+	ctx := make([]int, 128)
+	for i := range ctx {
+		ctx[i] = 700
+	}
+	// Weights at 2 TB/s, 128 × 701 KV tokens of 128 KiB at 1 TB/s.
+	near(t, "decode of 128 at half KV bandwidth", r.StepTime(decode(ctx...)), 7.5904e9*2/2e12+128*701*131072/1e12)
+}
+
+// TestUnsetKVBandwidthShareIsTheWeights: profiles written before the KV
+// share existed price steps exactly as they did.
+func TestUnsetKVBandwidthShareIsTheWeights(t *testing.T) {
+	c := Coefficients{MatmulEfficiency: 0.5, AttentionEfficiency: 0.5, BandwidthEfficiency: 0.7, StepOverheadUs: 300, SeqOverheadUs: 20}
+	explicit := c
+	explicit.KVBandwidthEfficiency = 0.7
+	s := decode(100, 2000, 4000)
+	if a, b := newRoofline(denseModel(), testGPU(), 1, 1, c).StepTime(s), newRoofline(denseModel(), testGPU(), 1, 1, explicit).StepTime(s); a != b {
+		t.Fatalf("unset KV share %v, explicit equal share %v", a, b)
+	}
+	near(t, "decode at 0.7 of 2 TB/s", newRoofline(denseModel(), testGPU(), 1, 1, c).StepTime(s),
+		(7.5904e9*2+6103*131072)/1.4e12+300e-6+3*20e-6)
+}
+
 func TestTensorParallelSplitsWorkAndAddsAllReduces(t *testing.T) {
 	c := unit
 	c.AllReduceUs = 5
@@ -231,6 +260,8 @@ func TestProfileRoundTripAndErrors(t *testing.T) {
 	bad := []struct{ name, edit, want string }{
 		{"unknown field", `"tp": 1`, `"tpp": 1`},
 		{"efficiency above 1", `"matmul_efficiency": 0.6`, `"matmul_efficiency": 1.6`},
+		{"KV efficiency above 1", `"kv_bandwidth_efficiency": 0.8`, `"kv_bandwidth_efficiency": 1.2`},
+		{"negative KV efficiency", `"kv_bandwidth_efficiency": 0.8`, `"kv_bandwidth_efficiency": -0.5`},
 		{"no layers", `"num_layers": 32`, `"num_layers": 0`},
 		{"unknown GPU", `"hbm_bandwidth_tbps": 2`, `"hbm_bandwidth_tbps": null`},
 		{"negative overhead", `"request_ms": 0`, `"request_ms": -1`},

@@ -179,7 +179,8 @@ func (p Profile) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"matmul_efficiency", c.MatmulEfficiency}, {"attention_efficiency", c.AttentionEfficiency}, {"bandwidth_efficiency", c.BandwidthEfficiency}} {
+	}{{"matmul_efficiency", c.MatmulEfficiency}, {"attention_efficiency", c.AttentionEfficiency}, {"bandwidth_efficiency", c.BandwidthEfficiency},
+		{"kv_bandwidth_efficiency", c.kvBandwidthEfficiency()}} {
 		if !positive(f.v) || f.v > 1 {
 			return wrap(fmt.Errorf("coefficients.%s: %v is not in (0, 1]", f.name, f.v))
 		}

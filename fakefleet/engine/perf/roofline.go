@@ -15,8 +15,16 @@ type Coefficients struct {
 	MatmulEfficiency    float64 `json:"matmul_efficiency"`
 	AttentionEfficiency float64 `json:"attention_efficiency"`
 	// BandwidthEfficiency is the share of peak memory bandwidth reached
-	// reading weights and KV.
+	// reading weights (skinny GEMMs, one pass over every matrix).
 	BandwidthEfficiency float64 `json:"bandwidth_efficiency"`
+	// KVBandwidthEfficiency is the same share for the attention kernels
+	// reading and writing the KV cache. It is separate because the two
+	// streams reach different shares: a decode batch's weight read is a
+	// fixed cost, its KV read grows with every sequence and context, so
+	// one shared figure prices large decode batches of a model with a big
+	// KV (no grouped-query attention) too high. 0 means "the same as
+	// BandwidthEfficiency", which keeps profiles written before it.
+	KVBandwidthEfficiency float64 `json:"kv_bandwidth_efficiency,omitempty"`
 	// StepOverheadUs is paid once per step (scheduling, kernel launches,
 	// synchronisation), SeqOverheadUs once per sequence in it (input
 	// preparation, sampling, output processing).
@@ -32,7 +40,16 @@ type Coefficients struct {
 // overheads of the order vLLM's scheduler and CUDA graphs show.
 var DefaultCoefficients = Coefficients{
 	MatmulEfficiency: 0.6, AttentionEfficiency: 0.4, BandwidthEfficiency: 0.8,
-	StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
+	KVBandwidthEfficiency: 0.8, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
+}
+
+// kvBandwidthEfficiency is KVBandwidthEfficiency, or BandwidthEfficiency
+// where it is unset.
+func (c Coefficients) kvBandwidthEfficiency() float64 {
+	if c.KVBandwidthEfficiency == 0 {
+		return c.BandwidthEfficiency
+	}
+	return c.KVBandwidthEfficiency
 }
 
 // Roofline is the physical step-time model: a step takes the longer of its
@@ -41,7 +58,8 @@ var DefaultCoefficients = Coefficients{
 // rank of TP GPUs. Build it with Profile.Timing; the zero value is unusable.
 type Roofline struct {
 	linearFlops, attnFlops float64 // FLOP/s of the TP group, efficiency applied
-	memBandwidth           float64 // B/s of one GPU, efficiency applied
+	memBandwidth           float64 // B/s of one GPU reading weights, efficiency applied
+	kvBandwidth            float64 // B/s of one GPU moving KV, efficiency applied
 	bodyActiveParams       float64 // per-token weights outside embedding and LM head
 	lmHeadParams           float64 // run once per sequence in the step
 	attnFlopsPerPair       float64 // 4·layers·heads·head_dim per (query, key) pair
@@ -66,6 +84,7 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 		linearFlops:      peak * c.MatmulEfficiency * group,
 		attnFlops:        g.PeakBF16TFlopsDense * 1e12 * c.AttentionEfficiency * group,
 		memBandwidth:     g.HBMBandwidthTBps * 1e12 * c.BandwidthEfficiency,
+		kvBandwidth:      g.HBMBandwidthTBps * 1e12 * c.kvBandwidthEfficiency(),
 		bodyActiveParams: max(0, m.ParamsActivePerToken-m.embeddingParams()-m.lmHeadParams()),
 		lmHeadParams:     m.lmHeadParams(),
 		attnFlopsPerPair: 4 * float64(m.NumLayers) * float64(m.NumAttentionHeads) * float64(m.HeadDim),
@@ -108,7 +127,7 @@ func (r *Roofline) StepTime(s engine.Step) time.Duration {
 	}
 	t := float64(tokens)
 	compute := (2*r.bodyActiveParams*t+2*r.lmHeadParams*seqs)/r.linearFlops + r.attnFlopsPerPair*pairs/r.attnFlops
-	memory := (r.weightBytes(t) + kvTokens*r.kvBytesPerTokenPerGPU) / r.memBandwidth
+	memory := r.weightBytes(t)/r.memBandwidth + kvTokens*r.kvBytesPerTokenPerGPU/r.kvBandwidth
 	comm := r.allReduces * (r.allReduceFixed + r.allReduceBytesPerTok*t)
 	sec := max(compute, memory) + comm + r.stepOverhead + r.seqOverhead*seqs
 	// A profile's numbers are user input: never let them overflow.
