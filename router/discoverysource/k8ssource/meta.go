@@ -72,12 +72,12 @@ func decodeMetadata(obj map[string]any, id uint64, namespaces []string) (recs ma
 	}
 	recs = map[string]metaRecord{}
 	for _, m := range metaMaps {
-		raw, present := data[m.field]
+		raw := data[m.field]
 		if raw == nil {
 			continue // absent or null: empty
 		}
 		entries, ok := raw.(map[string]any)
-		if !ok || !present {
+		if !ok {
 			return nil, 0, fmt.Errorf("%w: spec.data.%s is not an object", errMalformed, m.field)
 		}
 		for mapKey, v := range entries {
