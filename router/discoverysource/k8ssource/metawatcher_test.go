@@ -332,3 +332,27 @@ func TestMetaWatcherRelistsAfterAClosedWatch(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Each watch has its own idle deadline: a busy metadata watch does not
+// keep a silent EndpointSlice watch alive.
+func TestMetaWatcherIdleDeadlinesAreIndependent(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	h := newMetaHarness(t, nil, func(w *MetaWatcher) { w.clk = clk })
+	h.putMeta("worker-0", workerData("graph", "worker-0", "Decode", "m"), "")
+	h.putSlice("workers", true, map[string]bool{"worker-0": true})
+	h.run()
+	waitFor(t, "connected", h.out.isConnected)
+	require.True(t, clk.WaitForTimers(2, nil), "both idle deadlines are armed")
+
+	clk.Advance(idleTimeout / 2)
+	// Metadata traffic re-arms only the metadata watch's deadline.
+	h.putMeta("worker-0", workerData("graph", "worker-0", "Decode", "m2"), "")
+	h.waitWorkers("the update", map[uint64]string{id("worker-0"): "decode/m2"})
+	clk.Advance(idleTimeout/2 - time.Second)
+	assert.Equal(t, 0, h.out.kind(KindWatchEnded), "neither deadline has passed")
+	clk.Advance(time.Second)
+	waitFor(t, "the silent slice watch abandoned", func() bool { return h.out.kind(KindWatchEnded) == 1 && clk.Pending() >= 1 })
+	clk.Advance(time.Second) // past the backoff
+	waitFor(t, "both relisted", func() bool { return h.w.Passes() == 2 && h.out.kind(KindResync) == 2 })
+	assert.Len(t, h.out.workers(), 1)
+}
