@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"switchyard/router/discovery"
 	"switchyard/router/events"
@@ -123,4 +126,23 @@ func TestMetaFleetBounds(t *testing.T) {
 	assert.Equal(t, 2, counts[KindMalformed])
 	assert.Len(t, f.entries, 2, "held, without records")
 	assert.Empty(t, f.contribution(f.entries["w-2"]))
+}
+
+// A Pod listed twice in one slice (two addresses) holds one readiness
+// reference: dropping the slice makes it not ready.
+func TestReadSliceListsEachPodOnce(t *testing.T) {
+	yes := true
+	pod := &corev1.ObjectReference{Kind: "Pod", Name: "w-0"}
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Endpoints: []discoveryv1.Endpoint{
+		{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}, TargetRef: pod},
+		{Addresses: []string{"10.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}, TargetRef: pod},
+		{Addresses: []string{"10.0.0.3"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "unset"}},
+	}}
+	assert.Equal(t, []string{"w-0"}, readSlice(s).ready)
+
+	f := newMetaFleet([]string{"dynamo"}, discardLog(), func(string) {})
+	f.upsertSlice(readSlice(s), testTime)
+	require.NotEmpty(t, f.upsertObject(metaObj(t, "w-0", "u0"), testTime))
+	require.NotEmpty(t, f.removeSlice("s", testTime))
+	assert.Empty(t, f.contribution(f.entries["w-0"]))
 }

@@ -248,8 +248,11 @@ func readObject(u *unstructured.Unstructured) metaObject {
 
 // readSlice lists the Pods an EndpointSlice marks ready: endpoints with
 // conditions.ready true (unset counts as not ready) and a Pod targetRef.
+// Each Pod is listed once, however many addresses it has, so a slice
+// holds one readiness reference per Pod.
 func readSlice(s *discoveryv1.EndpointSlice) readySlice {
 	r := readySlice{name: s.Name}
+	seen := map[string]bool{}
 	for _, ep := range s.Endpoints {
 		if ep.Conditions.Ready == nil || !*ep.Conditions.Ready || ep.TargetRef == nil || ep.TargetRef.Name == "" {
 			continue
@@ -257,7 +260,10 @@ func readSlice(s *discoveryv1.EndpointSlice) readySlice {
 		if ep.TargetRef.Kind != "" && ep.TargetRef.Kind != "Pod" {
 			continue
 		}
-		r.ready = append(r.ready, ep.TargetRef.Name)
+		if !seen[ep.TargetRef.Name] {
+			seen[ep.TargetRef.Name] = true
+			r.ready = append(r.ready, ep.TargetRef.Name)
+		}
 	}
 	return r
 }
