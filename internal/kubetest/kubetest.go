@@ -152,3 +152,14 @@ func User(t testing.TB, name string) *rest.Config {
 	}
 	return u.Config()
 }
+
+// InstallCRDs installs the CustomResourceDefinitions in the given files or
+// folders and waits until the API server serves them. Installing the same
+// definition again is harmless.
+func InstallCRDs(t testing.TB, paths ...string) {
+	t.Helper()
+	_, err := envtest.InstallCRDs(Config(t), envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
+	if err != nil {
+		t.Fatalf("kubetest: install CRDs: %v", err)
+	}
+}

@@ -9,11 +9,6 @@ var inactiveFeatures = []struct {
 	message   string
 }{
 	{
-		path:      "dynamo.discovery.source",
-		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Discovery.Source == SourceKubernetes },
-		message:   "the kubernetes source is not active yet: no workers will be discovered",
-	},
-	{
 		path:      "dynamo.load.transport",
 		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Load.Transport == TransportBroker },
 		message:   "the broker transport is not active yet: kv_metrics subscriptions stay pending and are never dialed directly",

@@ -480,11 +480,11 @@ func TestValidateInactiveFeatures(t *testing.T) {
 		{"token data is active", func(c *Config) { c.Dynamo.KV.Enabled, c.Dynamo.KV.SendTokenData = true, true }, wantOK, "dynamo.kv.send_token_data", "not active yet"},
 		{"event bus", busOn, wantWarn, "dynamo.event_bus.enabled", "not active yet"},
 		{"kubernetes_pods is active", podsBase, wantOK, "dynamo.discovery.source", "not active yet"},
-		{"kubernetes", func(c *Config) {
+		{"kubernetes is active", func(c *Config) {
 			podsBase(c)
 			c.Dynamo.Discovery.Source = SourceKubernetes
 			c.Dynamo.Discovery.Kubernetes.Model = ""
-		}, wantWarn, "dynamo.discovery.source", "kubernetes source is not active yet"},
+		}, wantOK, "dynamo.discovery.source", "not active yet"},
 		{"etcd", nil, wantOK, "dynamo.discovery.source", "not active yet"},
 	})
 }

@@ -18,7 +18,7 @@ import (
 var EventKinds = []string{
 	"put", "delete", "resync", "prune", "reset",
 	"malformed", "oversized", "duplicate", "over_capacity", "excluded",
-	"restart", "compacted", "watch_ended", "connect_failed", "seed_truncated", "refused",
+	"restart", "compacted", "watch_ended", "connect_failed", "seed_truncated", "refused", "mismatch",
 }
 
 // Worker is one routable (or operator-visible) Dynamo worker. Snapshots

@@ -1,9 +1,9 @@
 // Package discoverysource is the host side of discovery: it runs the
 // discovery source the live configuration asks for (etcdsource, or
-// k8ssource for kubernetes_pods) and replaces it on reload according to the
-// change's reload class: nothing, start, stop,
-// replace (reducer and registry reset), replace while keeping the snapshot
-// readable (backoff only), or prune removed namespaces.
+// k8ssource for kubernetes and kubernetes_pods) and replaces it on reload
+// according to the change's reload class: nothing, start, stop, replace
+// (reducer and registry reset), replace while keeping the snapshot readable
+// (backoff only), or prune removed namespaces.
 //
 // Batches go to a Target, the routing core that folds them into its
 // reducer and registry; the target outlives every watcher.
@@ -77,13 +77,15 @@ func New(target Target, clk clock.Clock, log *slog.Logger, m *metrics.Discovery,
 // Sources is the production factory: the runner for whichever source the
 // configuration selects, nil for one this build cannot run yet.
 func Sources(clk clock.Clock, log *slog.Logger) SourceFactory {
-	etcd, pods := EtcdSource(clk, log), PodSource(clk, log)
+	etcd, pods, meta := EtcdSource(clk, log), PodSource(clk, log), MetadataSource(clk, log)
 	return func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner {
 		switch cfg.Dynamo.Discovery.Source {
 		case config.SourceEtcd:
 			return etcd(cfg, sink, count)
 		case config.SourceKubernetesPods:
 			return pods(cfg, sink, count)
+		case config.SourceKubernetes:
+			return meta(cfg, sink, count)
 		}
 		return nil
 	}
@@ -109,6 +111,25 @@ func PodSource(clk clock.Clock, log *slog.Logger) SourceFactory {
 			pc.Models = append(pc.Models, k8ssource.ComponentModel{DynamoNamespace: m.DynamoNamespace, Component: m.Component, Model: m.Model})
 		}
 		return k8ssource.New(pc, sink, clk, log.With("component", "kubernetes-pod-discovery"), count)
+	}
+}
+
+// MetadataSource is the factory for source kubernetes: a watcher over the
+// DynamoWorkerMetadata resources joined with EndpointSlice readiness.
+func MetadataSource(clk clock.Clock, log *slog.Logger) SourceFactory {
+	return func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner {
+		d := cfg.Dynamo.Discovery
+		if d.Source != config.SourceKubernetes {
+			return nil
+		}
+		kd := d.Kubernetes
+		mc := k8ssource.Config{
+			Namespace:        kd.Namespace,
+			DynamoNamespaces: d.Namespaces(),
+			BackoffInitial:   kd.WatchReconnectBackoff.Initial.Std(),
+			BackoffMax:       kd.WatchReconnectBackoff.Max.Std(),
+		}
+		return k8ssource.NewMeta(mc, sink, clk, log.With("component", "kubernetes-metadata-discovery"), count)
 	}
 }
 

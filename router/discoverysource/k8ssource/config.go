@@ -74,21 +74,29 @@ func defaultLimits() limits {
 }
 
 func (c Config) check() error {
+	if err := c.checkNamespaces(); err != nil {
+		return err
+	}
+	if c.Model == "" && len(c.Models) == 0 {
+		return errors.New("kubernetes pod discovery: neither model nor models is set")
+	}
+	return nil
+}
+
+// checkNamespaces is the part of check both Kubernetes sources need.
+func (c Config) checkNamespaces() error {
 	if c.Namespace == "" {
-		return errors.New("kubernetes pod discovery: no namespace")
+		return errors.New("kubernetes discovery: no namespace")
 	}
 	if len(c.DynamoNamespaces) == 0 {
-		return errors.New("kubernetes pod discovery: no dynamo namespaces")
+		return errors.New("kubernetes discovery: no dynamo namespaces")
 	}
 	seen := map[string]bool{}
 	for _, ns := range c.DynamoNamespaces {
 		if ns == "" || seen[ns] {
-			return fmt.Errorf("kubernetes pod discovery: bad or repeated dynamo namespace %q", ns)
+			return fmt.Errorf("kubernetes discovery: bad or repeated dynamo namespace %q", ns)
 		}
 		seen[ns] = true
-	}
-	if c.Model == "" && len(c.Models) == 0 {
-		return errors.New("kubernetes pod discovery: neither model nor models is set")
 	}
 	return nil
 }

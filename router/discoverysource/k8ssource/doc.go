@@ -1,7 +1,13 @@
-// Package k8ssource is the read-only Kubernetes Pod discovery source
-// (dynamo.discovery.source: kubernetes_pods): an adapter that lists and
-// watches the Pods the Dynamo operator labels for Kubernetes discovery and
-// turns the ready worker Pods into discovery events for the core.
+// Package k8ssource holds the read-only Kubernetes discovery sources.
+//
+// The metadata source (dynamo.discovery.source: kubernetes, MetaWatcher)
+// reads the DynamoWorkerMetadata resources Dynamo workers publish, joined
+// with EndpointSlice readiness, and feeds the records they carry to the
+// etcd reducer unchanged: see metawatcher.go and metafleet.go.
+//
+// The Pod source (dynamo.discovery.source: kubernetes_pods, Watcher) lists
+// and watches the Pods the Dynamo operator labels for Kubernetes discovery
+// and turns the ready worker Pods into discovery events for the core.
 //
 // Pods carry no model cards or event channels, so each ready worker Pod is
 // described to the core as the two records a worker would register in etcd:

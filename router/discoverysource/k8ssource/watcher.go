@@ -164,7 +164,16 @@ func (w *Watcher) pass(ctx context.Context, sel string) passEnd {
 // client builds a clientset: the configured REST config, else in-cluster
 // credentials, else KUBECONFIG or ~/.kube/config, never prompting.
 func (w *Watcher) client() (*kubernetes.Clientset, error) {
-	rc := w.cfg.REST
+	rc, err := clientConfig(w.cfg.REST)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// clientConfig is the REST config of a pass: the configured one, else
+// in-cluster credentials, else KUBECONFIG or ~/.kube/config.
+func clientConfig(rc *rest.Config) (*rest.Config, error) {
 	if rc == nil {
 		var err error
 		if rc, err = restConfig(); err != nil {
@@ -177,7 +186,7 @@ func (w *Watcher) client() (*kubernetes.Clientset, error) {
 	// Listing 16,384 Pods takes 33 pages; client-go's default 5 requests/s
 	// would spend seconds of the shared deadline waiting on itself.
 	rc.QPS, rc.Burst = 50, 100
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }
 
 func restConfig() (*rest.Config, error) {
