@@ -100,12 +100,18 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// FitParams names every parameter Fit can adjust, in its vector order.
+// FitParams names the parameters of the step-time model as first
+// calibrated, in its vector order: what a fit adjusts when told "all".
 var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
 	"step_overhead_us", "seq_overhead_us", "allreduce_us", "request_ms"}
 
+// AllFitParams names every parameter Fit can adjust: FitParams and the
+// ring all-reduce's per-step latency, which is fitted only on request so
+// that a fit of the earlier parameters stays the same fit.
+var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us")
+
 // DefaultFitParams are the parameters Fit adjusts unless told otherwise:
-// all but allreduce_us. For one TP size the all-reduce latency is a fixed
+// all but allreduce_us and allreduce_step_us. For one TP size the all-reduce latency is a fixed
 // cost per step (2·layers of them), indistinguishable from
 // step_overhead_us, so fitting both would let them trade freely.
 var DefaultFitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
@@ -130,6 +136,8 @@ func field(p *Profile, name string) (*float64, bool) {
 		return &c.SeqOverheadUs, false
 	case "allreduce_us":
 		return &c.AllReduceUs, false
+	case "allreduce_step_us":
+		return &c.AllReduceStepUs, false
 	case "request_ms":
 		return &p.Overheads.RequestMs, false
 	}
@@ -172,7 +180,7 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	for i, name := range params {
 		ptr, share := field(&start, name)
 		if ptr == nil {
-			return Profile{}, fmt.Errorf("%w: unknown parameter %q (one of %v)", ErrFit, name, FitParams)
+			return Profile{}, fmt.Errorf("%w: unknown parameter %q (one of %v)", ErrFit, name, AllFitParams)
 		}
 		x0[i], step[i] = toSearch(*ptr, share), 0.5
 	}

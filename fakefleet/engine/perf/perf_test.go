@@ -2,6 +2,7 @@ package perf
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -145,6 +146,45 @@ func TestTensorParallelSplitsWorkAndAddsAllReduces(t *testing.T) {
 	near(t, "TP2 decode", two, one.Seconds()/2+comm)
 }
 
+func TestRingAllReduceLatencyGrowsWithTPSize(t *testing.T) {
+	c := unit
+	c.AllReduceUs, c.AllReduceStepUs = 1, 2
+	for _, tp := range []int{2, 4, 8} {
+		r := newRoofline(denseModel(), testGPU(), tp, 1, c)
+		n := float64(tp)
+		// 64 all-reduces, each 1 µs fixed, 2·(tp−1) ring steps of 2 µs
+		// and 2·(tp−1)/tp of one token's 8 KiB activations at 450 GB/s.
+		comm := 64 * (1e-6 + 2*(n-1)*2e-6 + 2*(n-1)/n*4096*2/450e9)
+		near(t, fmt.Sprintf("TP%d decode", tp), r.StepTime(decode(1000)), 7.5904e9*2/n/2e12+1001*131072/n/2e12+comm)
+	}
+}
+
+func TestProfileWithoutRingStepPricesAsBefore(t *testing.T) {
+	p := testProfile()
+	p.TP = 4
+	data, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "allreduce_step_us") {
+		t.Fatalf("an unset ring step is written out:\n%s", data)
+	}
+	back, err := ParseProfile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timing := back.Timing()
+	// Only the fixed 10 µs per all-reduce, whatever the TP size.
+	c := DefaultCoefficients
+	s := decode(1000)
+	fixedOnly := newRoofline(denseModel(), testGPU(), 4, 1, c).StepTime(s)
+	c.AllReduceUs = 0
+	noLatency := newRoofline(denseModel(), testGPU(), 4, 1, c).StepTime(s)
+	if got := timing.StepTime(s); got != fixedOnly || got-noLatency != 64*10*time.Microsecond {
+		t.Fatalf("TP4 step %v, want %v (all-reduce latency %v, want 640µs)", got, fixedOnly, got-noLatency)
+	}
+}
+
 func TestMoEReadsOnlyTouchedExperts(t *testing.T) {
 	r := newRoofline(moeModel(), testGPU(), 1, 1, unit)
 	expert := 32 * 3 * 4096 * 8192 * 2.0 // bytes of one expert in every layer
@@ -265,6 +305,7 @@ func TestProfileRoundTripAndErrors(t *testing.T) {
 		{"no layers", `"num_layers": 32`, `"num_layers": 0`},
 		{"unknown GPU", `"hbm_bandwidth_tbps": 2`, `"hbm_bandwidth_tbps": null`},
 		{"negative overhead", `"request_ms": 0`, `"request_ms": -1`},
+		{"negative ring step", `"allreduce_us": 10`, `"allreduce_us": 10, "allreduce_step_us": -1`},
 		{"trailing data", "}\n", "} {}\n"},
 	}
 	for _, b := range bad {

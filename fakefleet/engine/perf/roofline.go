@@ -33,6 +33,18 @@ type Coefficients struct {
 	// AllReduceUs is the fixed latency of one tensor-parallel all-reduce;
 	// a layer has two. Unused at TP 1.
 	AllReduceUs float64 `json:"allreduce_us"`
+	// AllReduceStepUs is the latency of one step of a ring all-reduce,
+	// which takes 2·(tp−1) of them, so that the latency grows with the TP
+	// size: a fixed figure fitted across TP sizes prices TP2 too high and
+	// TP4 and TP8 too low. It adds to AllReduceUs; 0 (absent) keeps
+	// profiles written before it pricing as they did.
+	AllReduceStepUs float64 `json:"allreduce_step_us,omitempty"`
+}
+
+// allReduceLatency is the latency of one all-reduce over tp GPUs in
+// seconds, before its bytes: the fixed part and 2·(tp−1) ring steps.
+func (c Coefficients) allReduceLatency(tp int) float64 {
+	return (c.AllReduceUs + 2*float64(tp-1)*c.AllReduceStepUs) * 1e-6
 }
 
 // DefaultCoefficients are generic starting values, not fitted on any
@@ -101,7 +113,7 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 	r.kvBytesPerTokenPerGPU = m.KVCacheBytesPerToken / float64(min(tp, m.NumKeyValueHeads))
 	if tp > 1 {
 		r.allReduces = 2 * float64(m.NumLayers)
-		r.allReduceFixed = c.AllReduceUs * 1e-6
+		r.allReduceFixed = c.allReduceLatency(tp)
 		// A ring all-reduce sends 2(n−1)/n of the 16-bit activations.
 		r.allReduceBytesPerTok = 2 * (group - 1) / group * float64(m.HiddenSize) * 2 / g.linkBandwidth()
 	}
