@@ -76,7 +76,6 @@ func BenchmarkPodDiscovery(b *testing.B) {
 	waitBench(b, "the whole fleet", func() bool { return len(reg.Snapshot().Workers) == n && s.Connected() })
 	b.Logf("first list: %d workers in the registry after %v", n, time.Since(start).Round(time.Millisecond))
 	held := heapAfterGC() - before
-	runtime.KeepAlive(s)
 
 	b.ResetTimer()
 	notReady := measureChanges(b, reg, func(i int) (func(), func()) {
