@@ -66,7 +66,7 @@ func namespacesOf(s *discovery.Snapshot) map[string]int {
 
 // newTarget is a routing core behind its lock, recording to port (nil
 // records nothing).
-func newTarget(t *testing.T, port core.Port) *core.Shared {
+func newTarget(t testing.TB, port core.Port) *core.Shared {
 	c, err := core.New(core.Options{Picker: picker.NameLoad, Port: port})
 	require.NoError(t, err)
 	return core.NewShared(c, clock.Real{})
