@@ -96,8 +96,12 @@ func TestWatchedFileTruncationIsRefused(t *testing.T) {
 		return code == http.StatusOK
 	})
 	require.Equal(t, http.StatusOK, chatStatus(t, base))
+	// The token is live as Reload installs it; the reload is counted when
+	// ReloadFile returns, a moment later.
+	eventually(t, "the applied reload to be counted", func() bool {
+		return testutil.ToFloat64(srv.reloads.WithLabelValues(reloadApplied)) >= 1
+	})
 	applied := testutil.ToFloat64(srv.reloads.WithLabelValues(reloadApplied))
-	require.GreaterOrEqual(t, applied, 1.0)
 
 	require.NoError(t, os.WriteFile(path, nil, 0o600)) // `: > router.yaml`
 	eventually(t, "the truncated file to be refused", func() bool {
