@@ -69,13 +69,9 @@ func (f *Fleet) Close() {
 // agreement is the fleet's answer for model at the current generation;
 // every card is parsed once per generation.
 func (f *Fleet) agreement(model string) artifacts.ModelArtifacts {
-	snap := f.snapshot()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.models == nil || snap.Generation != f.gen {
-		f.models, f.gen = artifacts.FleetArtifacts(snap.Workers), snap.Generation
-	}
-	m, ok := f.models[model]
+	m, ok := f.currentLocked()[model]
 	if !ok {
 		return artifacts.ModelArtifacts{Model: model, Err: artifacts.ErrNoWorkers}
 	}
@@ -91,13 +87,10 @@ func (f *Fleet) agreement(model string) artifacts.ModelArtifacts {
 // the current fleet agrees on, so that the first requests after a worker
 // appears find them ready. Hosts call it when the registry changes.
 func (f *Fleet) Warm() {
-	snap := f.snapshot()
 	f.mu.Lock()
-	if f.models == nil || snap.Generation != f.gen {
-		f.models, f.gen = artifacts.FleetArtifacts(snap.Workers), snap.Generation
-	}
-	models := make([]artifacts.ModelArtifacts, 0, len(f.models))
-	for _, m := range f.models {
+	current := f.currentLocked()
+	models := make([]artifacts.ModelArtifacts, 0, len(current))
+	for _, m := range current {
 		if m.Err == nil {
 			models = append(models, m)
 		}
@@ -106,6 +99,16 @@ func (f *Fleet) Warm() {
 	for _, m := range models {
 		f.prepare(m)
 	}
+}
+
+// currentLocked is the fleet's answer per model at the registry's current
+// generation; every card is parsed once per generation. f.mu is held.
+func (f *Fleet) currentLocked() map[string]artifacts.ModelArtifacts {
+	snap := f.snapshot()
+	if f.models == nil || snap.Generation != f.gen {
+		f.models, f.gen = artifacts.FleetArtifacts(snap.Workers), snap.Generation
+	}
+	return f.models
 }
 
 // Prepared implements Source.
