@@ -126,6 +126,12 @@ func SetReady(p *corev1.Pod, ready bool) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
 }
 
+// podAddress is the address the fleet's EndpointSlices give every Pod.
+// The API server refuses loopback there, and the router never dials it
+// (it reads readiness from the slice, addresses from the metadata), so a
+// documentation address (TEST-NET-1) stands in.
+const podAddress = "192.0.2.1"
+
 // EndpointSlice is a readiness slice naming one worker Pod, labelled as
 // the metadata source selects them.
 func EndpointSlice(namespace, pod string, ready bool) *discoveryv1.EndpointSlice {
@@ -134,7 +140,7 @@ func EndpointSlice(namespace, pod string, ready bool) *discoveryv1.EndpointSlice
 			Labels: map[string]string{LabelBackend: "kubernetes", LabelEnabled: "true"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{"127.0.0.1"},
+			Addresses:  []string{podAddress},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: pod},
 		}},
