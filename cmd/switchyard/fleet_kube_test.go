@@ -82,7 +82,9 @@ func TestFleetOnKubernetesServesChat(t *testing.T) {
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(got))
 			return false
 		}
-		var chat struct{ Choices []struct{ Message struct{ Content string } } }
+		var chat struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
 		require.NoError(t, json.Unmarshal(got, &chat))
 		require.Len(t, chat.Choices, 1)
 		return scrape(t, base, `switchyard_dynamo_kv_prompts_total{result="ok"}`) > 0
