@@ -166,6 +166,20 @@ func TestConfigValidateFleetFile(t *testing.T) {
 	requireExit1(t, err)
 	assert.Contains(t, out, "error: card.blocksize (line 2): unknown field")
 
+	// Kubernetes discovery needs no etcd, and a namespace that is a DNS label.
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nfrontend: 127.0.0.1:1\nworkers: {aggregated: 1}\ndiscovery: {source: kubernetes, kubernetes: {namespace: dynamo}}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	require.NoError(t, err, out)
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nfrontend: 127.0.0.1:1\nworkers: {aggregated: 1}\ndiscovery: {source: kubernetes_pods, kubernetes: {namespace: Dynamo_NS}}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	requireExit1(t, err)
+	assert.Contains(t, out, `error: discovery.kubernetes.namespace: must be a Kubernetes namespace name (a DNS label), got "Dynamo_NS"`)
+	assert.NotContains(t, out, "etcd.endpoints")
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nfrontend: 127.0.0.1:1\nworkers: {aggregated: 1}\ndiscovery: {source: consul}\n"), 0o600))
+	out, err = run(t, "config", "validate", bad)
+	requireExit1(t, err)
+	assert.Contains(t, out, `error: discovery.source: must be etcd, kubernetes or kubernetes_pods, got "consul"`)
+
 	out, err = run(t, "config", "validate", "--kind", "router", "../../deploy/config/fleet.yaml")
 	requireExit1(t, err)
 	assert.Contains(t, out, "error: workers (line 8): unknown field")

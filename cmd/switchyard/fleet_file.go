@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"switchyard/fakefleet/engine/perf"
 	"switchyard/router/config"
 )
@@ -17,6 +19,19 @@ import (
 // router configuration's decoder (config.ParseInto): strict keys, problems
 // at their field paths, ${VAR} references.
 type fleetFile struct {
+	// Discovery says where the workers are published for the router to
+	// discover: etcd (the default), or a Kubernetes API server in the
+	// shape one of the router's Kubernetes sources reads.
+	Discovery struct {
+		Source     string `yaml:"source"`
+		Kubernetes struct {
+			// Namespace is the Kubernetes namespace the objects go to.
+			Namespace string `yaml:"namespace"`
+			// Kubeconfig is a kubeconfig file; empty means in-cluster
+			// credentials, else KUBECONFIG or ~/.kube/config.
+			Kubeconfig string `yaml:"kubeconfig"`
+		} `yaml:"kubernetes"`
+	} `yaml:"discovery"`
 	Etcd struct {
 		Endpoints []string `yaml:"endpoints"`
 	} `yaml:"etcd"`
@@ -67,7 +82,7 @@ type fleetFile struct {
 
 // fleetFileKeys are the top-level keys only a fleet file has; config
 // validate tells the two kinds of file apart by them.
-var fleetFileKeys = []string{"etcd", "frontend", "namespace", "model", "workers", "card",
+var fleetFileKeys = []string{"discovery", "etcd", "frontend", "namespace", "model", "workers", "card",
 	"speedup_ratio", "lease_ttl_seconds", "publish_scheduler_fields", "simple_workers", "tokenizer", "tokenizer_config", "profile"}
 
 // maxFleetWorkers bounds one fleet: each worker holds publisher sockets
@@ -94,8 +109,17 @@ func (ff *fleetFile) validate() (errs, warns []config.Issue) {
 	fail := func(path, format string, args ...any) {
 		errs = append(errs, config.Issue{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
-	if len(ff.Etcd.Endpoints) == 0 {
-		fail("etcd.endpoints", "at least one etcd endpoint is required (the etcd the router watches)")
+	switch ff.Discovery.Source {
+	case "", config.SourceEtcd:
+		if len(ff.Etcd.Endpoints) == 0 {
+			fail("etcd.endpoints", "at least one etcd endpoint is required (the etcd the router watches)")
+		}
+	case config.SourceKubernetes, config.SourceKubernetesPods:
+		if ns := ff.Discovery.Kubernetes.Namespace; ns != "" && len(validation.IsDNS1123Label(ns)) > 0 {
+			fail("discovery.kubernetes.namespace", "must be a Kubernetes namespace name (a DNS label), got %q", ns)
+		}
+	default:
+		fail("discovery.source", "must be etcd, kubernetes or kubernetes_pods, got %q", ff.Discovery.Source)
 	}
 	for i, ep := range ff.Etcd.Endpoints {
 		if strings.TrimSpace(ep) == "" {

@@ -162,7 +162,7 @@ func (e engineGenerator) Config() worker.Config {
 type Member struct {
 	Role   string
 	Worker Generator
-	reg    *registrar.Registration
+	reg    Registration
 	pub    *publish.Publisher
 	loads  *publish.LoadReporter
 	record registrar.Worker
@@ -197,13 +197,14 @@ func (m *Member) stop() {
 // PublisherID is the current incarnation of the member's load publisher.
 func (m *Member) PublisherID() uint64 { return m.pub.ID() }
 
-// ID is the member's instance id (its lease id).
+// ID is the member's instance id (its lease id in etcd, the hash of its
+// Pod's name on Kubernetes).
 func (m *Member) ID() uint64 { return m.reg.InstanceID() }
 
 // Fleet is a running fake fleet.
 type Fleet struct {
-	cli  *clientv3.Client
-	spec Spec
+	registry Registry
+	spec     Spec
 	// engine is the profile's engine configuration (zero without one).
 	engine engine.Config
 	log    *slog.Logger
@@ -218,8 +219,14 @@ type Fleet struct {
 	prompts                   *prompt.Service
 }
 
-// Start registers and starts every worker of spec.
+// Start registers every worker of spec in etcd, under leases of
+// spec.LeaseTTL, and starts it.
 func Start(ctx context.Context, cli *clientv3.Client, spec Spec, log *slog.Logger) (*Fleet, error) {
+	return StartIn(ctx, EtcdRegistry(cli, spec.LeaseTTL), spec, log)
+}
+
+// StartIn publishes every worker of spec in registry and starts it.
+func StartIn(ctx context.Context, registry Registry, spec Spec, log *slog.Logger) (*Fleet, error) {
 	spec, ecfg, err := spec.withProfile()
 	if err != nil {
 		return nil, err
@@ -230,7 +237,7 @@ func Start(ctx context.Context, cli *clientv3.Client, spec Spec, log *slog.Logge
 		// length, and the engine keeps to what is advertised.
 		ecfg.MaxModelLen = spec.ContextLength
 	}
-	f := &Fleet{cli: cli, spec: spec, engine: ecfg, log: log, members: map[uint64]*Member{}}
+	f := &Fleet{registry: registry, spec: spec, engine: ecfg, log: log, members: map[uint64]*Member{}}
 	if spec.Artifacts != nil {
 		if err := f.loadArtifacts(*spec.Artifacts); err != nil {
 			return nil, err
@@ -283,7 +290,7 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 	}
 	w := m.Worker
 	rec.Channels = m.channels()
-	reg, err := registrar.Register(ctx, f.cli, rec, s.LeaseTTL, f.log.With("role", role))
+	reg, err := f.registry.Register(ctx, rec, f.log.With("role", role))
 	if err != nil {
 		m.stop()
 		return nil, err
@@ -414,15 +421,16 @@ func (f *Fleet) Reset(id uint64) error {
 	return nil
 }
 
-// MalformedRecord writes a record that is not JSON beside the worker's
-// own, under its lease: the router must skip it and keep the worker.
+// MalformedRecord publishes a record discovery cannot read beside the
+// worker's own (in etcd a value that is not JSON under its lease; on
+// Kubernetes a malformed metadata spec): the router must skip it and keep
+// the worker.
 func (f *Fleet) MalformedRecord(ctx context.Context, id uint64) error {
 	m, err := f.member(id)
 	if err != nil {
 		return err
 	}
-	key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", m.record.Namespace, m.record.Component, id)
-	return m.reg.PutRaw(ctx, key, []byte("{not json"))
+	return m.reg.PutMalformed(ctx)
 }
 
 // Directory is the frontend emulation's view of the fleet.

@@ -78,9 +78,11 @@ type Registration struct {
 	ttl    int64
 	log    *slog.Logger
 	cancel context.CancelFunc
+	// namespace and component place the worker's keys.
+	namespace, component string
 
 	// mu guards recs, the records to put again on re-registration
-	// (Readvertise and PutRaw change them while the keeper may read them).
+	// (Readvertise and PutMalformed change them while the keeper may read them).
 	mu   sync.Mutex
 	recs map[string][]byte
 }
@@ -119,6 +121,7 @@ func Register(ctx context.Context, cli *clientv3.Client, w Worker, ttl int64, lo
 		return nil, fmt.Errorf("keep lease alive: %w", err)
 	}
 	r := &Registration{client: cli, lease: grant.ID, ttl: ttl, cancel: cancel, recs: map[string][]byte{},
+		namespace: w.Namespace, component: w.Component,
 		log: log.With("instance_id", strconv.FormatUint(uint64(grant.ID), 16))}
 	go r.keep(kaCtx, ka)
 	for key, value := range Records(w, uint64(grant.ID)) {
@@ -246,10 +249,12 @@ func (r *Registration) Readvertise(ctx context.Context, w Worker) error {
 	return nil
 }
 
-// PutRaw writes an arbitrary value under the worker's lease (fault
-// injection: a malformed discovery record that dies with the worker).
-func (r *Registration) PutRaw(ctx context.Context, key string, value []byte) error {
-	return r.put(ctx, key, value)
+// PutMalformed writes a record that is not JSON beside the worker's own,
+// under its lease (fault injection: the router must skip it and keep the
+// worker).
+func (r *Registration) PutMalformed(ctx context.Context) error {
+	key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", r.namespace, r.component, r.InstanceID())
+	return r.put(ctx, key, []byte("{not json"))
 }
 
 // InstanceID is the worker's id: its lease id.
