@@ -28,8 +28,9 @@ import (
 // The shipped router and fleet pair, moved to Kubernetes discovery: the
 // fleet publishes its workers as Pods, DynamoWorkerMetadata and
 // EndpointSlices on a real API server, the router discovers them with the
-// metadata source, follows their load and KV events, and serves a chat
-// completion KV-aware through the fleet's frontend emulation.
+// metadata source, follows their load and KV events, and serves chat
+// completions KV-aware through the fleet's frontend emulation. The run is
+// recorded, Kubernetes discovery included, and replays exactly.
 func TestFleetOnKubernetesServesChat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an API server, a fleet and a router")
@@ -51,9 +52,22 @@ func TestFleetOnKubernetesServesChat(t *testing.T) {
 	require.Empty(t, errs)
 
 	log := slog.New(slog.DiscardHandler)
-	srv, err := server.New(cfg, log)
+	db := filepath.Join(t.TempDir(), "kube.db")
+	const seed = 7
+	rec, err := startRecording(db, cfg, seed, log)
 	require.NoError(t, err)
-	defer srv.Close()
+	srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec, Seed: seed})
+	require.NoError(t, err)
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			srv.Close()
+			_, err := rec.Close()
+			require.NoError(t, err)
+		}
+	}
+	defer stop()
 	rf, err := startFleet(t.Context(), ff, log)
 	require.NoError(t, err)
 	defer rf.Close()
@@ -99,6 +113,20 @@ func TestFleetOnKubernetesServesChat(t *testing.T) {
 		return !ok
 	})
 	require.Len(t, srv.Registry().Snapshot().Workers, len(rf.fleet.Members()))
+	for i := range 4 {
+		chat := fmt.Sprintf(`{"model": %q, "max_tokens": 3, "messages": [{"role": "user", "content": "after the kill %d"}]}`, ff.Model, i)
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(chat))
+		require.NoError(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(got))
+	}
+
+	stop()
+	out, err := run(t, "replay", db)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "every selection reproduced")
+	require.Contains(t, out, "(100.00%)")
 }
 
 // `switchyard fleet --discovery kubernetes_pods` publishes the workers as
