@@ -1,124 +1,188 @@
-// Package kubernetes holds the router's Kubernetes manifests; its test
-// checks them against the router itself.
+// Package kubernetes holds the router's Kubernetes manifests: a Kustomize
+// base and one overlay per Kubernetes discovery source. Its tests render
+// the overlays with Kustomize and check them against the router itself and
+// against a real API server.
 package kubernetes
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"log/slog"
 	"net"
-	"net/http"
-	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"switchyard/router/config"
-	"switchyard/router/server"
 )
 
-// object is the part of a manifest the test reads.
-type object struct {
-	Kind     string `yaml:"kind"`
-	Metadata struct {
-		Name string `yaml:"name"`
-	} `yaml:"metadata"`
-	Data map[string]string `yaml:"data"`
-	Spec struct {
-		Template struct {
-			Spec struct {
-				Containers []container `yaml:"containers"`
-				Volumes    []struct {
-					Name      string `yaml:"name"`
-					ConfigMap struct {
-						Name string `yaml:"name"`
-					} `yaml:"configMap"`
-				} `yaml:"volumes"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-		Ports []struct {
-			TargetPort string `yaml:"targetPort"`
-		} `yaml:"ports"`
-	} `yaml:"spec"`
+// configFile is the key of the router's configuration in its ConfigMap.
+const configFile = "switchyard.yaml"
+
+// access names one resource a ServiceAccount may or may not read.
+type access struct{ group, resource string }
+
+var (
+	pods           = access{"", "pods"}
+	workerMetadata = access{"nvidia.com", "dynamoworkermetadatas"}
+	endpointSlices = access{"discovery.k8s.io", "endpointslices"}
+	secrets        = access{"", "secrets"}
+	configMaps     = access{"", "configmaps"}
+)
+
+// overlay is one shipped overlay and what its discovery source must be
+// able to read: exactly reads, and none of denied.
+type overlay struct {
+	name   string
+	source string
+	reads  []access
+	denied []access
 }
 
-type container struct {
-	Args  []string `yaml:"args"`
-	Ports []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	ReadinessProbe probe `yaml:"readinessProbe"`
-	LivenessProbe  probe `yaml:"livenessProbe"`
-	VolumeMounts   []struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-	} `yaml:"volumeMounts"`
+// The router needs no Secret or ConfigMap through the API: its file is a
+// mounted volume and its admin token an environment variable the kubelet
+// fills.
+var overlays = []overlay{
+	{
+		name:   "dynamo-pod-discovery",
+		source: config.SourceKubernetesPods,
+		reads:  []access{pods},
+		denied: []access{workerMetadata, endpointSlices, secrets, configMaps},
+	},
+	{
+		name:   "dynamo-metadata-discovery",
+		source: config.SourceKubernetes,
+		reads:  []access{workerMetadata, endpointSlices},
+		denied: []access{pods, secrets, configMaps},
+	},
 }
 
-type probe struct {
-	HTTPGet struct {
-		Path string `yaml:"path"`
-		Port string `yaml:"port"`
-	} `yaml:"httpGet"`
+// rendered is an overlay's output from Kustomize, by kind (each kind once).
+type rendered struct {
+	all    []*unstructured.Unstructured
+	byKind map[string]*unstructured.Unstructured
 }
 
-// readManifests decodes every document of every file kustomization.yaml lists.
-func readManifests(t *testing.T) map[string]object {
-	b, err := os.ReadFile("kustomization.yaml")
-	require.NoError(t, err)
-	var k struct {
-		Resources []string `yaml:"resources"`
+// render builds the overlay as `kubectl apply -k` would, with the
+// Kustomize library on the files on disk.
+func render(t *testing.T, name string) rendered {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("overlays", name))
+	require.NoError(t, err, "kustomize build overlays/%s", name)
+	out := rendered{byKind: map[string]*unstructured.Unstructured{}}
+	for _, r := range resMap.Resources() {
+		// Through JSON, so that numbers are the int64 and float64 the
+		// Kubernetes clients expect.
+		b, err := r.MarshalJSON()
+		require.NoError(t, err)
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(b))
+		require.NotContains(t, out.byKind, u.GetKind(), "overlays/%s renders two %s objects", name, u.GetKind())
+		out.byKind[u.GetKind()] = u
+		out.all = append(out.all, u)
 	}
-	require.NoError(t, yaml.Unmarshal(b, &k))
-	require.NotEmpty(t, k.Resources)
-	out := map[string]object{}
-	for _, r := range k.Resources {
-		b, err := os.ReadFile(r)
-		require.NoError(t, err, "kustomization.yaml lists %s", r)
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		for {
-			var o object
-			err := dec.Decode(&o)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err, r)
-			require.NotEmpty(t, o.Kind, r)
-			out[o.Kind] = o
-		}
-	}
-	for _, kind := range []string{"Deployment", "Service", "ConfigMap"} {
-		require.Contains(t, out, kind)
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service"} {
+		require.Contains(t, out.byKind, kind, "overlays/%s", name)
 	}
 	return out
 }
 
-// The ConfigMap's file validates with the router's own loader, the
-// Deployment mounts it where its args read it, and both probes name the
-// container's port and paths the router answers: /health 200 while the
-// configured etcd is unreachable, /ready 503 (nothing discovered yet).
-func TestManifests(t *testing.T) {
-	objs := readManifests(t)
-	cm, dep := objs["ConfigMap"], objs["Deployment"]
-	const file = "switchyard.yaml"
-	require.Contains(t, cm.Data, file)
-	cfg, err := config.Parse([]byte(cm.Data[file]), func(string) (string, bool) { return "", false })
+// routerConfig parses and validates the rendered ConfigMap's file with the
+// router's own loader; lookup resolves its ${VAR} references.
+func (r rendered) routerConfig(t *testing.T, lookup func(string) (string, bool)) *config.Config {
+	t.Helper()
+	content, found, err := unstructured.NestedString(r.byKind["ConfigMap"].Object, "data", configFile)
+	require.NoError(t, err)
+	require.True(t, found, "the ConfigMap holds %s", configFile)
+	cfg, err := config.Parse([]byte(content), lookup)
 	require.NoError(t, err)
 	errs, _ := cfg.Validate()
 	require.Empty(t, errs)
+	return cfg
+}
 
+func noEnv(string) (string, bool) { return "", false }
+
+// Each overlay renders; its configuration validates and names the overlay's
+// source and namespace; every object lands in that namespace; the
+// Deployment runs as the ServiceAccount the RoleBinding binds to the Role,
+// mounts the ConfigMap whole where its args read the file, and its probes
+// and Service name the port the router binds.
+func TestOverlaysRender(t *testing.T) {
+	for _, o := range overlays {
+		t.Run(o.name, func(t *testing.T) {
+			r := render(t, o.name)
+			cfg := r.routerConfig(t, noEnv)
+			require.Equal(t, o.source, cfg.Dynamo.Discovery.Source)
+			ns := cfg.Dynamo.Discovery.Kubernetes.Namespace
+			require.NotEmpty(t, ns)
+			for _, u := range r.all {
+				require.Equal(t, ns, u.GetNamespace(), "%s %s sits in the fleet's namespace", u.GetKind(), u.GetName())
+			}
+			checkBinding(t, r)
+			checkDeployment(t, r, cfg)
+		})
+	}
+}
+
+// checkBinding: the RoleBinding gives the Role to the router's
+// ServiceAccount, the one the Deployment runs as.
+func checkBinding(t *testing.T, r rendered) {
+	t.Helper()
+	sa, role, binding := r.byKind["ServiceAccount"], r.byKind["Role"], r.byKind["RoleBinding"]
+	ref, _, _ := unstructured.NestedStringMap(binding.Object, "roleRef")
+	require.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.GetName()}, ref)
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": sa.GetName(), "namespace": sa.GetNamespace()}}, subjects)
+	runAs, _, _ := unstructured.NestedString(r.byKind["Deployment"].Object, "spec", "template", "spec", "serviceAccountName")
+	require.Equal(t, sa.GetName(), runAs)
+}
+
+func checkDeployment(t *testing.T, r rendered, cfg *config.Config) {
+	t.Helper()
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args  []string `json:"args"`
+						Ports []struct {
+							Name          string `json:"name"`
+							ContainerPort int    `json:"containerPort"`
+						} `json:"ports"`
+						ReadinessProbe probe `json:"readinessProbe"`
+						LivenessProbe  probe `json:"livenessProbe"`
+						VolumeMounts   []struct {
+							Name      string `json:"name"`
+							MountPath string `json:"mountPath"`
+							SubPath   string `json:"subPath"`
+						} `json:"volumeMounts"`
+					} `json:"containers"`
+					Volumes []struct {
+						Name      string `json:"name"`
+						ConfigMap struct {
+							Name string `json:"name"`
+						} `json:"configMap"`
+					} `json:"volumes"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	require.NoError(t, convert(r.byKind["Deployment"], &dep))
 	spec := dep.Spec.Template.Spec
 	require.Len(t, spec.Containers, 1)
 	c := spec.Containers[0]
 	require.Len(t, spec.Volumes, 1)
-	require.Equal(t, cm.Metadata.Name, spec.Volumes[0].ConfigMap.Name)
+	require.Equal(t, r.byKind["ConfigMap"].GetName(), spec.Volumes[0].ConfigMap.Name)
 	require.Len(t, c.VolumeMounts, 1)
-	require.Equal(t, spec.Volumes[0].Name, c.VolumeMounts[0].Name)
-	require.Contains(t, c.Args, c.VolumeMounts[0].MountPath+"/"+file)
+	mount := c.VolumeMounts[0]
+	require.Equal(t, spec.Volumes[0].Name, mount.Name)
+	require.Empty(t, mount.SubPath, "a subPath mount never sees ConfigMap edits: no hot reload")
+	require.Contains(t, c.Args, mount.MountPath+"/"+configFile)
 
 	require.Len(t, c.Ports, 1)
 	_, port, err := net.SplitHostPort(cfg.Server.BindAddress)
@@ -126,24 +190,21 @@ func TestManifests(t *testing.T) {
 	require.Equal(t, strconv.Itoa(c.Ports[0].ContainerPort), port, "the container port is the one the router binds")
 	require.Equal(t, c.Ports[0].Name, c.ReadinessProbe.HTTPGet.Port)
 	require.Equal(t, c.Ports[0].Name, c.LivenessProbe.HTTPGet.Port)
-	require.Equal(t, c.Ports[0].Name, objs["Service"].Spec.Ports[0].TargetPort)
 	require.Equal(t, "/ready", c.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "/health", c.LivenessProbe.HTTPGet.Path)
-
-	// The very configuration, on a loopback port, against nothing.
-	cfg.Server.BindAddress = "127.0.0.1:0"
-	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	defer srv.Close()
-	base := "http://" + srv.Addr()
-	require.Equal(t, http.StatusOK, status(t, base+c.LivenessProbe.HTTPGet.Path))
-	require.Equal(t, http.StatusServiceUnavailable, status(t, base+c.ReadinessProbe.HTTPGet.Path))
+	target, _, _ := unstructured.NestedSlice(r.byKind["Service"].Object, "spec", "ports")
+	require.Len(t, target, 1)
+	require.Equal(t, c.Ports[0].Name, target[0].(map[string]any)["targetPort"])
 }
 
-func status(t *testing.T, url string) int {
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+type probe struct {
+	HTTPGet struct {
+		Path string `json:"path"`
+		Port string `json:"port"`
+	} `json:"httpGet"`
+}
+
+// convert decodes a rendered object into a typed view of the fields a test reads.
+func convert(u *unstructured.Unstructured, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
 }
