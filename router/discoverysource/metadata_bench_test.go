@@ -1,15 +1,19 @@
 package discoverysource
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,13 +67,18 @@ func BenchmarkMetadataDiscovery(b *testing.B) {
 	}
 	f := metadataFleet(b, benchPodCount(b))
 	b.Setenv("KUBECONFIG", kubetest.Kubeconfig(b))
+	listed := f.timeLists(b)
 
 	before := heapAfterGC()
 	start := time.Now()
 	m := metrics.New()
 	target := newTarget(b, nil)
 	s := New(target, clock.Real{}, slog.New(slog.DiscardHandler), &m.Discovery, nil)
-	b.Cleanup(s.Stop)
+	// Stopped by defer, not b.Cleanup: the testing package keeps a run's
+	// cleanup functions in a slice it only reslices, so the b.N = 1 run's
+	// supervisor, and its whole fleet, would still be reachable when the
+	// measured run takes its "before" heap.
+	defer s.Stop()
 	cfg := podsConfig(f.ns)
 	cfg.Dynamo.Discovery.Source = config.SourceKubernetes
 	s.Apply(cfg)
@@ -77,6 +86,9 @@ func BenchmarkMetadataDiscovery(b *testing.B) {
 	waitBench(b, "the whole fleet", func() bool { return len(reg.Snapshot().Workers) == f.n && s.Connected() })
 	synced := time.Since(start)
 	held := heapAfterGC() - before
+	writeHeapProfile(b)
+	failed := testutil.ToFloat64(m.Discovery.Events.WithLabelValues(k8ssource.KindConnectFailed)) +
+		testutil.ToFloat64(m.Discovery.Events.WithLabelValues(k8ssource.KindWatchEnded))
 
 	b.ResetTimer()
 	cardEdit := measureChanges(b, reg, b.N, func(i int) (func(), func()) {
@@ -88,11 +100,33 @@ func BenchmarkMetadataDiscovery(b *testing.B) {
 	b.StopTimer()
 
 	b.ReportMetric(ms(synced), "sync-ms")
+	b.ReportMetric(ms(listed), "list-ms")
+	b.ReportMetric(failed, "failed-passes")
 	b.ReportMetric(float64(held)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(held)/float64(f.n), "heap-B/worker")
 	b.ReportMetric(float64(workerRecordBytes(b, 0)), "records-B/worker")
 	report(b, "card", cardEdit)
 	report(b, "notready", notReady)
+}
+
+// benchHeapProfileEnv names a file BenchmarkMetadataDiscovery writes a
+// heap profile to once the fleet is held, to see where its bytes are
+// (go tool pprof -sample_index=inuse_space).
+const benchHeapProfileEnv = "SWITCHYARD_BENCH_HEAP_PROFILE"
+
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv(benchHeapProfileEnv)
+	if path == "" {
+		return
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	if err := pprof.WriteHeapProfile(out); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // metadataFleet returns the process's benchmark fleet, creating it on
@@ -176,6 +210,43 @@ func (f *benchMetaFleet) createSlice(b *testing.B, k int) {
 	if err != nil {
 		b.Errorf("create slice %d: %v", k, err)
 	}
+}
+
+// timeLists lists both resources as the source's first pass does (pages
+// of 32 objects and of 500 slices) and returns how long that took: the
+// API server's share of the initial sync.
+func (f *benchMetaFleet) timeLists(b *testing.B) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), benchWait)
+	defer cancel()
+	start := time.Now()
+	objects, slices := 0, 0
+	opts := metav1.ListOptions{Limit: 32}
+	for {
+		page, err := f.dyn.List(ctx, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		objects += len(page.Items)
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	opts = metav1.ListOptions{Limit: 500, LabelSelector: "nvidia.com/dynamo-discovery-backend=kubernetes,nvidia.com/dynamo-discovery-enabled=true"}
+	for {
+		page, err := f.cs.DiscoveryV1().EndpointSlices(f.ns).List(ctx, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		slices += len(page.Items)
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	if objects != f.n {
+		b.Fatalf("listed %d objects, want %d", objects, f.n)
+	}
+	b.Logf("listed %d objects and %d slices in %v", objects, slices, time.Since(start).Round(time.Millisecond))
+	return time.Since(start)
 }
 
 // cardEdit reads worker name's object and returns the write that edits
