@@ -92,7 +92,7 @@ func BenchmarkMetadataDiscovery(b *testing.B) {
 
 	b.ResetTimer()
 	cardEdit := measureChanges(b, reg, b.N, func(i int) (func(), func()) {
-		return f.cardEdit(b, benchPodName(i%f.n)), nil
+		return f.cardEdit(b, i%f.n), nil
 	})
 	notReady := measureChanges(b, reg, b.N, func(i int) (func(), func()) {
 		return f.readyFlip(b, i%f.n)
@@ -249,17 +249,17 @@ func (f *benchMetaFleet) timeLists(b *testing.B) time.Duration {
 	return time.Since(start)
 }
 
-// cardEdit reads worker name's object and returns the write that edits
-// its card's total_kv_blocks, which changes the worker's capacity.
-func (f *benchMetaFleet) cardEdit(b *testing.B, name string) func() {
+// cardEdit reads worker i's object and returns the write that edits its
+// card's total_kv_blocks, which changes the worker's capacity.
+func (f *benchMetaFleet) cardEdit(b *testing.B, i int) func() {
 	ctx, cancel := benchCtx()
 	defer cancel()
-	u, err := f.dyn.Get(ctx, name, metav1.GetOptions{})
+	u, err := f.dyn.Get(ctx, benchPodName(i), metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	f.serial++
-	u.Object["spec"] = map[string]any{"data": benchWorkerData(indexOf(b, name), 20000+f.serial)}
+	u.Object["spec"] = map[string]any{"data": benchWorkerData(i, 20000+f.serial)}
 	return func() {
 		ctx, cancel := benchCtx()
 		defer cancel()
@@ -291,14 +291,6 @@ func (f *benchMetaFleet) readyFlip(b *testing.B, i int) (write, restore func()) 
 		s = updated
 	}
 	return func() { set(false) }, func() { set(true) }
-}
-
-func indexOf(b *testing.B, name string) int {
-	var i int
-	if _, err := fmt.Sscanf(name, "decode-%d", &i); err != nil {
-		b.Fatal(err)
-	}
-	return i
 }
 
 func benchPodIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", 1+i>>16, i>>8&0xff, i&0xff) }
