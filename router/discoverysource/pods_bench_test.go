@@ -22,8 +22,9 @@ import (
 	"switchyard/router/metrics"
 )
 
-// benchPodsEnv sets how many worker Pods BenchmarkPodDiscovery creates; the
-// documented run uses the Pod source's ceiling, 16,384.
+// benchPodsEnv sets how many workers the Kubernetes discovery benchmarks
+// create (Pods, or DynamoWorkerMetadata objects); the documented runs use
+// the sources' ceiling, 16,384.
 const benchPodsEnv = "SWITCHYARD_BENCH_K8S_PODS"
 
 const (
@@ -78,14 +79,14 @@ func BenchmarkPodDiscovery(b *testing.B) {
 	held := heapAfterGC() - before
 
 	b.ResetTimer()
-	notReady := measureChanges(b, reg, func(i int) (func(), func()) {
+	notReady := measureChanges(b, reg, changesPerKind, func(i int) (func(), func()) {
 		name := benchPodName(i)
 		return readyWrite(b, cs, ns, name, false), func() { readyWrite(b, cs, ns, name, true)() }
 	})
-	relabel := measureChanges(b, reg, func(i int) (func(), func()) {
+	relabel := measureChanges(b, reg, changesPerKind, func(i int) (func(), func()) {
 		return relabelWrite(b, cs, ns, benchPodName(i), fmt.Sprintf("VllmWorker-relabelled-%d", i)), nil
 	})
-	deleted := measureChanges(b, reg, func(i int) (func(), func()) {
+	deleted := measureChanges(b, reg, changesPerKind, func(i int) (func(), func()) {
 		name := benchPodName(i)
 		return func() { deletePod(b, cs, ns, name) }, func() { createReadyPod(b, cs, ns, name) }
 	})
@@ -103,14 +104,14 @@ func BenchmarkPodDiscovery(b *testing.B) {
 // zero when the watch event outruns the response) and from its start.
 type delays struct{ fromReturn, fromStart []time.Duration }
 
-// measureChanges makes changesPerKind single-Pod changes, each on its own
-// Pod. prepare returns the change's one write (any read it needs is done
+// measureChanges makes count single-worker changes, each on its own
+// worker. prepare returns the change's one write (any read it needs is done
 // before, outside the measurement) and an optional restore, run and waited
 // for outside the measurement so the fleet stays at its size.
-func measureChanges(b *testing.B, reg *discovery.Registry, prepare func(i int) (write, restore func())) delays {
+func measureChanges(b *testing.B, reg *discovery.Registry, count int, prepare func(i int) (write, restore func())) delays {
 	b.Helper()
 	var out delays
-	for i := range changesPerKind {
+	for i := range count {
 		write, restore := prepare(i)
 		gen := reg.Generation()
 		moved := watchGeneration(reg)
@@ -209,12 +210,20 @@ func benchPodName(i int) string { return fmt.Sprintf("decode-%05d", i) }
 // createReadyPods creates n ready worker Pods through a bounded pool of
 // concurrent clients.
 func createReadyPods(b *testing.B, cs *kubernetes.Clientset, ns string, n int) {
+	inParallel(b, n, func(i int) { createReadyPod(b, cs, ns, benchPodName(i)) })
+}
+
+// inParallel runs create(0..n-1) on createWorkers goroutines, so creating
+// a fleet is bound by the API server rather than by one client's round
+// trips. create reports failures with Error; inParallel stops the
+// benchmark after the pool drains if any did.
+func inParallel(b *testing.B, n int, create func(i int)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range createWorkers {
 		wg.Go(func() {
 			for i := range next {
-				createReadyPod(b, cs, ns, benchPodName(i))
+				create(i)
 			}
 		})
 	}
