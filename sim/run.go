@@ -188,18 +188,10 @@ func (r *Run) Execute() (Summary, error) {
 // start registers the fleet, schedules the faults and the first arrival.
 func (r *Run) start() {
 	t0 := r.loop.Clock.Now()
-	var all []events.DiscoveryRecord
-	for _, w := range r.workers {
-		all = append(all, discoveryRecords(w.records)...)
-	}
-	slices.SortFunc(all, func(a, b events.DiscoveryRecord) int { return compareKeys(a.Key, b.Key) })
+	seed := r.seedBatch()
 	seedAt := t0.Add(r.sc.Network.DiscoveryDelay.Std())
 	r.loop.At(seedAt, func(now time.Time) {
-		if r.kube != nil {
-			r.core.Discovery(r.kube.seed(r.workers, now))
-		} else {
-			r.core.Discovery([]events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}})
-		}
+		r.core.Discovery(seed(now))
 		for _, w := range r.workers {
 			r.follow(w, now)
 		}
@@ -209,6 +201,23 @@ func (r *Run) start() {
 		r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.inject(f, now) })
 	}
 	r.nextArrival()
+}
+
+// seedBatch returns the router's first view of the fleet: under etcd one
+// resync of the records the workers hold now, under Kubernetes the list
+// their objects make when the router reads them.
+func (r *Run) seedBatch() func(now time.Time) []events.Event {
+	if r.kube != nil {
+		return func(now time.Time) []events.Event { return r.kube.seed(r.workers, now) }
+	}
+	var all []events.DiscoveryRecord
+	for _, w := range r.workers {
+		all = append(all, discoveryRecords(w.records)...)
+	}
+	slices.SortFunc(all, func(a, b events.DiscoveryRecord) int { return compareKeys(a.Key, b.Key) })
+	return func(now time.Time) []events.Event {
+		return []events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}}
+	}
 }
 
 func compareKeys(a, b string) int {
