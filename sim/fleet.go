@@ -11,6 +11,7 @@ import (
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/wire"
 	"switchyard/router/discovery"
+	"switchyard/router/discoverysource/k8ssource"
 	"switchyard/router/events"
 )
 
@@ -26,6 +27,7 @@ type worker struct {
 	role      string
 	component string
 	id        uint64 // instance id (a lease id, live)
+	pod       string // Pod name under the Kubernetes sources
 	fields    publish.Fields
 	ranks     []*rank
 
@@ -106,6 +108,12 @@ func newWorker(r *Run, index int, g *WorkerGroup, inGroup int, cfg engine.Config
 	w.id = r.ids.Uint64()>>1 | 1
 	if inGroup < len(g.InstanceIDs) {
 		w.id = g.InstanceIDs[inGroup]
+	}
+	if r.sc.Discovery.Kubernetes() {
+		// The id is still drawn above, so the publisher ids that follow
+		// are the same under every discovery shape.
+		w.pod = podName(w.component, index)
+		w.id = k8ssource.HashPodName(w.pod)
 	}
 	w.newPublisher()
 	cfg.Timing = slowTiming{cfg.Timing, w}

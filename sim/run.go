@@ -87,10 +87,13 @@ type Run struct {
 
 	namespaces []string
 	kvEnabled  bool
-	inflight   map[uint64]*request
-	summary    Summary
-	kvEvents   uint64
-	blockSize  int
+	// kube is the fleet's Kubernetes objects under the Kubernetes
+	// discovery sources; nil under etcd.
+	kube      *kubeFleet
+	inflight  map[uint64]*request
+	summary   Summary
+	kvEvents  uint64
+	blockSize int
 }
 
 // request is one request's journey.
@@ -127,6 +130,9 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: c, inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
 		namespaces: []string{sc.Namespace}, kvEnabled: name == picker.NameKV}
+	if sc.Discovery.Kubernetes() {
+		r.kube = newKubeFleet(sc)
+	}
 	for gi := range sc.Fleet {
 		g := &sc.Fleet[gi]
 		cfg, err := g.rankConfig()
@@ -182,14 +188,10 @@ func (r *Run) Execute() (Summary, error) {
 // start registers the fleet, schedules the faults and the first arrival.
 func (r *Run) start() {
 	t0 := r.loop.Clock.Now()
-	var all []events.DiscoveryRecord
-	for _, w := range r.workers {
-		all = append(all, discoveryRecords(w.records)...)
-	}
-	slices.SortFunc(all, func(a, b events.DiscoveryRecord) int { return compareKeys(a.Key, b.Key) })
+	seed := r.seedBatch()
 	seedAt := t0.Add(r.sc.Network.DiscoveryDelay.Std())
 	r.loop.At(seedAt, func(now time.Time) {
-		r.core.Discovery([]events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}})
+		r.core.Discovery(seed(now))
 		for _, w := range r.workers {
 			r.follow(w, now)
 		}
@@ -199,6 +201,23 @@ func (r *Run) start() {
 		r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.inject(f, now) })
 	}
 	r.nextArrival()
+}
+
+// seedBatch returns the router's first view of the fleet: under etcd one
+// resync of the records the workers hold now, under Kubernetes the list
+// their objects make when the router reads them.
+func (r *Run) seedBatch() func(now time.Time) []events.Event {
+	if r.kube != nil {
+		return func(now time.Time) []events.Event { return r.kube.seed(r.workers, now) }
+	}
+	var all []events.DiscoveryRecord
+	for _, w := range r.workers {
+		all = append(all, discoveryRecords(w.records)...)
+	}
+	slices.SortFunc(all, func(a, b events.DiscoveryRecord) int { return compareKeys(a.Key, b.Key) })
+	return func(now time.Time) []events.Event {
+		return []events.Event{events.DiscoveryResync{At: now, Namespace: r.sc.Namespace, Records: all, Revision: 1}}
+	}
 }
 
 func compareKeys(a, b string) int {
@@ -215,11 +234,25 @@ func compareKeys(a, b string) int {
 // discovery: it starts following them (a kv-events subscription starts
 // without a session) and connects after the subscribe delay.
 func (r *Run) follow(w *worker, now time.Time) {
+	if !r.channels() {
+		return
+	}
 	if r.kvEnabled {
 		r.core.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
 		r.staleTimer(now)
 	}
 	r.subscribe(w, now)
+}
+
+// channels reports whether discovery tells the router of the workers'
+// event channels (not under the Pod source).
+func (r *Run) channels() bool { return r.kube == nil || r.kube.channels() }
+
+// discover hands the core a discovery batch, if there is one.
+func (r *Run) discover(batch []events.Event) {
+	if len(batch) > 0 {
+		r.core.Discovery(batch)
+	}
 }
 
 // staleTimer runs the core's time rules when a kv-events subscription
@@ -245,6 +278,9 @@ func (r *Run) kvDisconnected(w *worker, now time.Time) {
 // subscribe connects the router to the worker's current publishers after
 // the subscribe delay; messages published before then are lost.
 func (r *Run) subscribe(w *worker, now time.Time) {
+	if !r.channels() {
+		return
+	}
 	id, kvID := w.pub.id, w.kvPub.id
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
 		if !w.alive || w.partitioned {
@@ -521,6 +557,10 @@ func (r *Run) inject(f Fault, now time.Time) {
 		w.alive = false
 		w.failJobs(now, "worker died")
 		r.kvDisconnected(w, now) // the connection closes with the process
+		if r.kube != nil {
+			r.killPod(w, now)
+			return
+		}
 		keys := discoveryRecords(w.records)
 		kvID := w.kvPub.id
 		r.loop.At(now.Add(r.sc.Network.LeaseTTL.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
@@ -553,6 +593,10 @@ func (r *Run) inject(f Fault, now time.Time) {
 		r.kvDisconnected(w, now) // the old socket closes
 		w.newPublisher()
 		w.records = registrar.Records(w.registrarWorker(), w.id)
+		if r.kube != nil {
+			r.rewriteMetadata(w, oldKV, now)
+			return
+		}
 		var batchKV []events.DiscoveryRecord
 		var gone []events.DiscoveryRecord
 		for _, kv := range discoveryRecords(w.records) {
@@ -607,6 +651,11 @@ func (r *Run) inject(f Fault, now time.Time) {
 	case FaultRecover:
 		w.failing, w.slow = false, 1
 	case FaultMalformedRecord:
+		if r.kube != nil {
+			u := r.kube.malformed(w)
+			r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) { r.discover(r.kube.apply(u, at)) })
+			return
+		}
 		key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", r.sc.Namespace, w.component, w.id)
 		w.records[key] = []byte("{not json")
 		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
@@ -629,10 +678,38 @@ func (r *Run) inject(f Fault, now time.Time) {
 	}
 }
 
+// killPod is a killed worker leaving Kubernetes discovery: its Pod turns
+// not ready after the readiness delay, and the router sees it after the
+// discovery delay.
+func (r *Run) killPod(w *worker, now time.Time) {
+	kvID := w.kvPub.id
+	r.loop.At(now.Add(r.sc.Discovery.ReadinessDelay.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
+		r.discover(r.kube.notReady(w, at))
+		r.unfollow(kvID, at)
+	})
+}
+
+// rewriteMetadata is a publisher restart under Kubernetes discovery: the
+// worker rewrites its DynamoWorkerMetadata with the new channels (the Pod
+// source sees nothing), and the router follows the new publishers.
+func (r *Run) rewriteMetadata(w *worker, oldKV uint64, now time.Time) {
+	u := r.kube.rewritten(w)
+	r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
+		r.discover(r.kube.apply(u, at))
+		r.unfollow(oldKV, at)
+		if w.alive {
+			r.follow(w, at)
+		}
+	})
+	for _, rk := range w.ranks {
+		rk.last = publish.Load{} // a new publisher reports anew
+	}
+}
+
 // unfollow is the router dropping a kv-events publisher that left
 // discovery.
 func (r *Run) unfollow(kvID uint64, at time.Time) {
-	if r.kvEnabled {
+	if r.kvEnabled && r.channels() {
 		r.core.KVUnsubscribed(events.KVUnsubscribed{At: at, Namespace: r.sc.Namespace, PublisherID: kvID})
 	}
 }

@@ -323,7 +323,7 @@ faults:
 }
 
 func TestBundledScenariosParseAndRun(t *testing.T) {
-	for _, name := range []string{"disagg-poisson", "shared-prefix", "shared-prefix-h100"} {
+	for _, name := range []string{"disagg-poisson", "disagg-kubernetes", "shared-prefix", "shared-prefix-h100"} {
 		sc, err := LoadScenario("../scenarios/" + name + ".yaml")
 		if err != nil {
 			t.Fatal(err)

@@ -31,10 +31,13 @@ type Scenario struct {
 	Picker    string        `yaml:"picker"`
 	Fleet     []WorkerGroup `yaml:"fleet"`
 	Network   Network       `yaml:"network"`
-	Workload  Workload      `yaml:"workload"`
-	Faults    []Fault       `yaml:"faults"`
-	SLO       SLO           `yaml:"slo"`
-	Router    RouterParams  `yaml:"router"`
+	// Discovery chooses how the router discovers the fleet; left out it is
+	// etcd, and the rendered scenario is what it was before the field.
+	Discovery Discovery    `yaml:"discovery,omitempty"`
+	Workload  Workload     `yaml:"workload"`
+	Faults    []Fault      `yaml:"faults"`
+	SLO       SLO          `yaml:"slo"`
+	Router    RouterParams `yaml:"router"`
 	// Until stops the run at this virtual time; 0 runs until the workload
 	// is served.
 	Until Duration `yaml:"until"`
@@ -101,6 +104,39 @@ type Network struct {
 	RequestDelay Duration `yaml:"request_delay"`
 	// LeaseTTL: a killed worker's records vanish this long after death.
 	LeaseTTL Duration `yaml:"lease_ttl"`
+}
+
+// Discovery sources a scenario may choose, named as the router's
+// dynamo.discovery.source names them.
+const (
+	SourceEtcd           = "etcd"
+	SourceKubernetes     = "kubernetes"
+	SourceKubernetesPods = "kubernetes_pods"
+)
+
+// DefaultReadinessDelay is how long a killed worker's Pod stays ready under
+// the Kubernetes sources: the container's exit is noticed by the kubelet's
+// pod lifecycle relist, every second, which turns the Pod's Ready condition
+// (and so its EndpointSlice endpoint) false.
+const DefaultReadinessDelay = time.Second
+
+// Discovery is the discovery shape: what the workers write and which of the
+// router's sources reads it.
+type Discovery struct {
+	// Source is etcd (the default: records under leases), kubernetes
+	// (DynamoWorkerMetadata joined with EndpointSlice readiness) or
+	// kubernetes_pods (labelled Pods alone: no cards' capacity, no event
+	// channels, so picking rotates round-robin).
+	Source string `yaml:"source,omitempty"`
+	// ReadinessDelay (Kubernetes sources only): a killed worker's Pod turns
+	// not ready this long after death; Kubernetes has no lease TTL.
+	ReadinessDelay Duration `yaml:"readiness_delay,omitempty"`
+}
+
+// Kubernetes reports whether the workers are discovered through one of the
+// Kubernetes sources.
+func (d Discovery) Kubernetes() bool {
+	return d.Source == SourceKubernetes || d.Source == SourceKubernetesPods
 }
 
 // Workload names exactly one generator.
@@ -410,6 +446,9 @@ func (sc *Scenario) defaults() {
 	def(&n.PublishDebounce, time.Millisecond)
 	def(&n.RequestDelay, 500*time.Microsecond)
 	def(&n.LeaseTTL, 10*time.Second)
+	if sc.Discovery.Kubernetes() {
+		def(&sc.Discovery.ReadinessDelay, DefaultReadinessDelay)
+	}
 	for i := range sc.Fleet {
 		g := &sc.Fleet[i]
 		defInt := func(v *int, d int) {
@@ -500,6 +539,7 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	if !(n.LoadLoss >= 0 && n.LoadLoss < 1) {
 		bad("network.load_loss: must be in [0, 1)")
 	}
+	errs = append(errs, sc.validateDiscovery()...)
 	kinds := 0
 	w := sc.Workload
 	for _, set := range []bool{w.Poisson != nil, w.Bursty != nil, w.SharedPrefix != nil, w.Sessions != nil, w.Trace != nil} {
@@ -691,4 +731,39 @@ func countLines(path string) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// validateDiscovery checks the discovery shape and what it rules out
+// elsewhere in the scenario.
+func (sc *Scenario) validateDiscovery() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	d := sc.Discovery
+	switch d.Source {
+	case "", SourceEtcd, SourceKubernetes, SourceKubernetesPods:
+	default:
+		bad("discovery.source: must be etcd, kubernetes or kubernetes_pods, got %q", d.Source)
+	}
+	if d.ReadinessDelay < 0 {
+		bad("discovery.readiness_delay: must be >= 0")
+	}
+	if !d.Kubernetes() {
+		if d.ReadinessDelay != 0 {
+			bad("discovery.readiness_delay: only under the kubernetes sources (etcd records leave after network.lease_ttl)")
+		}
+		return errs
+	}
+	for i, g := range sc.Fleet {
+		if len(g.InstanceIDs) > 0 {
+			bad("fleet[%d].instance_ids: not allowed under discovery.source %s: a worker's instance id is the hash of its Pod name", i, d.Source)
+		}
+	}
+	if d.Source == SourceKubernetesPods {
+		for i, f := range sc.Faults {
+			if f.Kind == FaultMalformedRecord {
+				bad("faults[%d].kind: malformed_record needs discovery records, and discovery.source kubernetes_pods reads Pods alone", i)
+			}
+		}
+	}
+	return errs
 }

@@ -293,3 +293,31 @@ faults:
 		t.Fatalf("publishers cleared at %v (%d ticks), want once at 65s", lost, ticks)
 	}
 }
+
+// A run discovered through either Kubernetes source records its discovery
+// events like any other and replays exactly; under the metadata source two
+// recordings of one scenario are byte-identical, and the counterfactual
+// re-simulates the recorded run (its discovery shape included).
+func TestKubernetesRecordingsReplayExactly(t *testing.T) {
+	for _, source := range []string{"kubernetes", "kubernetes_pods"} {
+		src := "picker: kv\n" + scenarioYAML + "  - {at: 10s, worker: 1, kind: kill}\ndiscovery: {source: " + source + ", readiness_delay: 3s}\n"
+		path := record(t, src)
+		rep, err := Run(open(t, path), 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Selections != 400 || !rep.Exact() || rep.Reproduced != 400 {
+			t.Fatalf("%s: report %+v", source, rep)
+		}
+		cf, err := Counterfactual(open(t, path), 0, "round_robin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Recorded.TTFT != cf.Baseline.TTFT {
+			t.Fatalf("%s: the re-simulation differs from the recording:\nrecorded %+v\nbaseline %+v", source, cf.Recorded.TTFT, cf.Baseline.TTFT)
+		}
+		if source == "kubernetes" && dump(t, path) != dump(t, record(t, src)) {
+			t.Fatalf("%s: two recordings of one scenario differ", source)
+		}
+	}
+}

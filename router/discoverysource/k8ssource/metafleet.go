@@ -237,10 +237,12 @@ func (f *metaFleet) retally(at time.Time, oldReady, newReady []string) []events.
 }
 
 // move replaces one resource's contribution and returns the puts and
-// deletes that carry the change of each touched key to the core.
+// deletes that carry the change of each touched key to the core: the
+// deletes, then the puts, each in key order, so the batch never depends on
+// map iteration.
 func (f *metaFleet) move(at time.Time, name string, old, new map[string]metaRecord) []events.Event {
 	var out []events.Event
-	for key := range old {
+	for _, key := range sortedKeys(old) {
 		if _, kept := new[key]; kept {
 			continue
 		}
@@ -251,7 +253,8 @@ func (f *metaFleet) move(at time.Time, name string, old, new map[string]metaReco
 		}
 		out = appendChange(out, at, before, f.published(key))
 	}
-	for key, rec := range new {
+	for _, key := range sortedKeys(new) {
+		rec := new[key]
 		if o, ok := old[key]; ok && string(o.Value) == string(rec.Value) {
 			continue
 		}
@@ -261,6 +264,15 @@ func (f *metaFleet) move(at time.Time, name string, old, new map[string]metaReco
 		out = appendChange(out, at, before, f.published(key))
 	}
 	return out
+}
+
+func sortedKeys(m map[string]metaRecord) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // published is the record the core holds for key, nil for none. It is a

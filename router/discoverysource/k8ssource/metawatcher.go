@@ -54,7 +54,7 @@ type MetaWatcher struct {
 	clk    clock.Clock
 	log    *slog.Logger
 	count  func(string)
-	fleet  *metaFleet
+	fleet  *MetaFleet
 	passes atomic.Uint64
 }
 
@@ -69,7 +69,7 @@ func NewMeta(cfg Config, sink Sink, clk clock.Clock, log *slog.Logger, count fun
 		count = func(string) {}
 	}
 	return &MetaWatcher{cfg: cfg, lim: defaultMetaLimits(), sink: sink, clk: clk, log: log, count: count,
-		fleet: newMetaFleet(cfg.DynamoNamespaces, log, count)}
+		fleet: NewMetaFleet(cfg.DynamoNamespaces, log, count)}
 }
 
 // Passes counts the passes started so far.
@@ -170,7 +170,7 @@ func (w *MetaWatcher) pass(ctx context.Context) passEnd {
 	}
 
 	revision, _ := strconv.ParseInt(objRV, 10, 64) // opaque to clients; recorded when numeric
-	w.sink.Apply(w.fleet.relist(objects, slices, w.clk.Now(), revision))
+	w.sink.Apply(w.fleet.Relist(objects, slices, w.clk.Now(), revision))
 	w.count(KindResync)
 	w.log.Info("kubernetes metadata discovery list", "namespace", w.cfg.Namespace,
 		"resources", len(objects), "endpointslices", len(slices), "resource_version", objRV)
@@ -183,8 +183,8 @@ func (w *MetaWatcher) pass(ctx context.Context) passEnd {
 
 // listObjects reads every DynamoWorkerMetadata in pages at one
 // resourceVersion, keeping at most maxObjects.
-func (w *MetaWatcher) listObjects(ctx context.Context, ri dynamic.ResourceInterface) ([]metaObject, string, error) {
-	var out []metaObject
+func (w *MetaWatcher) listObjects(ctx context.Context, ri dynamic.ResourceInterface) ([]*unstructured.Unstructured, string, error) {
+	var out []*unstructured.Unstructured
 	opts := metav1.ListOptions{Limit: w.lim.objectPage}
 	for {
 		page, err := ri.List(ctx, opts)
@@ -196,7 +196,7 @@ func (w *MetaWatcher) listObjects(ctx context.Context, ri dynamic.ResourceInterf
 				w.truncated("dynamoworkermetadatas")
 				return out, page.GetResourceVersion(), nil
 			}
-			out = append(out, readObject(&page.Items[i]))
+			out = append(out, &page.Items[i])
 		}
 		if page.GetContinue() == "" {
 			return out, page.GetResourceVersion(), nil
@@ -207,8 +207,8 @@ func (w *MetaWatcher) listObjects(ctx context.Context, ri dynamic.ResourceInterf
 
 // listSlices reads every selected EndpointSlice in pages at one
 // resourceVersion, keeping at most maxObjects.
-func (w *MetaWatcher) listSlices(ctx context.Context, si typeddiscoveryv1.EndpointSliceInterface) ([]readySlice, string, error) {
-	var out []readySlice
+func (w *MetaWatcher) listSlices(ctx context.Context, si typeddiscoveryv1.EndpointSliceInterface) ([]*discoveryv1.EndpointSlice, string, error) {
+	var out []*discoveryv1.EndpointSlice
 	opts := metav1.ListOptions{LabelSelector: sliceSelector, Limit: w.lim.slicePage}
 	for {
 		page, err := si.List(ctx, opts)
@@ -220,7 +220,7 @@ func (w *MetaWatcher) listSlices(ctx context.Context, si typeddiscoveryv1.Endpoi
 				w.truncated("endpointslices")
 				return out, page.ResourceVersion, nil
 			}
-			out = append(out, readSlice(&page.Items[i]))
+			out = append(out, &page.Items[i])
 		}
 		if page.Continue == "" {
 			return out, page.ResourceVersion, nil
@@ -319,9 +319,9 @@ func (w *MetaWatcher) foldObject(ev watch.Event) (passEnd, bool) {
 	}
 	switch ev.Type {
 	case watch.Added, watch.Modified:
-		w.apply(w.fleet.upsertObject(readObject(u), w.clk.Now()))
+		w.apply(w.fleet.UpsertObject(u, w.clk.Now()))
 	case watch.Deleted:
-		w.apply(w.fleet.removeObject(u.GetName(), w.clk.Now()))
+		w.apply(w.fleet.RemoveObject(u.GetName(), w.clk.Now()))
 	}
 	return passEnd{}, false
 }
@@ -337,9 +337,9 @@ func (w *MetaWatcher) foldSlice(ev watch.Event) (passEnd, bool) {
 	}
 	switch ev.Type {
 	case watch.Added, watch.Modified:
-		w.apply(w.fleet.upsertSlice(readSlice(s), w.clk.Now()))
+		w.apply(w.fleet.UpsertSlice(s, w.clk.Now()))
 	case watch.Deleted:
-		w.apply(w.fleet.removeSlice(s.Name, w.clk.Now()))
+		w.apply(w.fleet.RemoveSlice(s.Name, w.clk.Now()))
 	}
 	return passEnd{}, false
 }

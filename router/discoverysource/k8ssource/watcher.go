@@ -40,7 +40,7 @@ type Watcher struct {
 	clk    clock.Clock
 	log    *slog.Logger
 	count  func(string)
-	fleet  fleet
+	fleet  *PodFleet
 	passes atomic.Uint64
 }
 
@@ -53,7 +53,7 @@ func New(cfg Config, sink Sink, clk clock.Clock, log *slog.Logger, count func(st
 		count = func(string) {}
 	}
 	w := &Watcher{cfg: cfg, lim: defaultLimits(), sink: sink, clk: clk, log: log, count: count}
-	w.fleet = fleet{models: newModels(cfg), hash: HashPodName, maxPods: w.lim.maxPods, log: log, count: count, pods: map[string]*podEntry{}}
+	w.fleet = NewPodFleet(cfg, log, count)
 	return w
 }
 
@@ -260,11 +260,11 @@ func (w *Watcher) fold(ev watch.Event) (passEnd, bool) {
 		return passEnd{kind: endKind(err, KindWatchEnded), stage: "watch", err: err}, true
 	case watch.Added, watch.Modified:
 		if p, ok := ev.Object.(*corev1.Pod); ok {
-			batch = w.fleet.upsert(p, w.clk.Now())
+			batch = w.fleet.Upsert(p, w.clk.Now())
 		}
 	case watch.Deleted:
 		if p, ok := ev.Object.(*corev1.Pod); ok {
-			batch = w.fleet.remove(p.Name, w.clk.Now())
+			batch = w.fleet.Remove(p.Name, w.clk.Now())
 		}
 	}
 	if len(batch) > 0 {
