@@ -59,6 +59,8 @@ type Server struct {
 	// epp is the endpoint picker, nil unless epp.enabled.
 	epp       *eppHost
 	recording bool
+	// overlay is Options.Overlay.
+	overlay func(*config.Config) error
 	// kvStaleAfter is Options.kvStaleAfter (tests).
 	kvStaleAfter time.Duration
 	discovery    *discoverysource.Supervisor
@@ -93,6 +95,10 @@ type Options struct {
 	// above 0). A recording stores it as its run's seed so that a replay
 	// samples the same; 0 without a recorder draws one.
 	Seed uint64
+	// Overlay, when set, is applied to every configuration read from the
+	// watched file before it is validated (`switchyard epp` lays the
+	// environment's DYN_* variables over the file this way).
+	Overlay func(*config.Config) error
 
 	// Tests shorten the KV stale rule; zero values are core.KVStaleAfter
 	// and tickEvery.
@@ -114,7 +120,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", errs[0].String())
 	}
-	s := &Server{log: log, metrics: metrics.New(), kick: make(chan struct{}, 1)}
+	s := &Server{log: log, metrics: metrics.New(), kick: make(chan struct{}, 1), overlay: o.Overlay}
 	seed := o.Seed
 	if seed == 0 && o.Recorder == nil {
 		seed = rand.Uint64()
