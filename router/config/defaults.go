@@ -70,6 +70,7 @@ func Default() *Config {
 				IdleTimeout:           Duration(30 * time.Second),
 			},
 		},
+		EPP: defaultEPP(),
 	}
 }
 

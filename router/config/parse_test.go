@@ -326,7 +326,7 @@ func TestTopLevelKeys(t *testing.T) {
 	_, err = TopLevelKeys([]byte("- a\n"))
 	assert.Error(t, err)
 	assert.Contains(t, TopLevelFields(), "dynamo")
-	assert.Len(t, TopLevelFields(), 7)
+	assert.Len(t, TopLevelFields(), 8)
 }
 
 func TestBackendPromptRewritesParse(t *testing.T) {

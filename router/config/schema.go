@@ -10,6 +10,7 @@ type Config struct {
 	Backends             []Backend            `yaml:"backends"`
 	DisaggregatedServing DisaggregatedServing `yaml:"disaggregated_serving"`
 	Dynamo               Dynamo               `yaml:"dynamo"`
+	EPP                  EPP                  `yaml:"epp"`
 }
 
 // Server is the client-facing HTTP listener.

@@ -20,6 +20,7 @@ func (c *Config) Validate() (errs, warns []Issue) {
 	k.shim(c)
 	k.kv(c)
 	k.eventBus(c)
+	k.epp(c)
 	k.listeners(c)
 	k.inactive(c)
 	return k.errs, k.warns
@@ -73,6 +74,17 @@ func (k *checker) listeners(c *Config) {
 	}
 	if em.Enabled && sameListener(em.Listen, bind) {
 		k.err("dynamo.discovery.etcd.embedded.listen", "collides with server.bind_address (%s)", bind)
+	}
+	if ep := c.EPP; ep.Enabled {
+		if sameListener(ep.Listen, bind) {
+			k.err("epp.listen", "collides with server.bind_address (%s)", bind)
+		}
+		if bus.Enabled && sameListener(ep.Listen, bus.Listen) {
+			k.err("epp.listen", "collides with dynamo.event_bus.listen (%s)", bus.Listen)
+		}
+		if em.Enabled && sameListener(ep.Listen, em.Listen) {
+			k.err("epp.listen", "collides with dynamo.discovery.etcd.embedded.listen (%s)", em.Listen)
+		}
 	}
 	if em.Enabled && bus.Enabled && sameListener(em.Listen, bus.Listen) {
 		k.err("dynamo.discovery.etcd.embedded.listen", "collides with dynamo.event_bus.listen (%s)", bus.Listen)

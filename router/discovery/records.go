@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
@@ -154,6 +155,8 @@ var keyspaceTypes = map[events.Keyspace]recordKind{
 type endpointRecord struct {
 	component, endpoint string
 	instanceID          uint64
+	// host is the request-plane host the transport names ("" when none).
+	host string
 }
 
 // cardRecord is a Model value: the typed subset plus the opaque card.
@@ -332,7 +335,8 @@ func parseRecord(ns string, ks events.Keyspace, value []byte) (parsed, error) {
 		if e.Endpoint != "generate" {
 			return parsed{}, nil
 		}
-		return parsed{endpoint: &endpointRecord{component: e.Component, endpoint: e.Endpoint, instanceID: e.InstanceID.value}}, nil
+		return parsed{endpoint: &endpointRecord{component: e.Component, endpoint: e.Endpoint, instanceID: e.InstanceID.value,
+			host: transportHost(e.Transport)}}, nil
 	case kindModel:
 		if !e.InstanceID.set {
 			return parsed{}, errNoID
@@ -393,4 +397,37 @@ func parseChannel(ns string, e *envelope) (parsed, error) {
 		}
 	}
 	return parsed{channel: p}, nil
+}
+
+// maxHostBytes bounds a transport host: a DNS name is at most 253 bytes.
+const maxHostBytes = 253
+
+// transportHost reads the host of an Endpoint record's TCP request-plane
+// transport, {"tcp": "host:port/..."}: the worker's address, which hosts
+// that address workers directly (the endpoint picker) combine with their
+// own port. "" for another transport or anything that is not a plain
+// host (an IP address or a DNS name).
+func transportHost(raw json.RawMessage) string {
+	var t struct {
+		TCP string `json:"tcp"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &t) != nil || t.TCP == "" {
+		return ""
+	}
+	hostPort, _, _ := strings.Cut(t.TCP, "/")
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || len(host) > maxHostBytes {
+		return ""
+	}
+	if net.ParseIP(host) != nil {
+		return host
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || strings.IndexFunc(label, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+		}) >= 0 {
+			return ""
+		}
+	}
+	return host
 }

@@ -30,8 +30,13 @@ type Worker struct {
 	Model      string
 	Component  string
 	Endpoint   string
-	BlockSize  uint32
-	Runtime    RuntimeConfig
+	// Host is the request-plane host the Endpoint record names (an IP
+	// address or DNS name, "" when none): where hosts that address workers
+	// directly send them requests. Internal: never exported by the admin
+	// API or metrics.
+	Host      string
+	BlockSize uint32
+	Runtime   RuntimeConfig
 	// HasCard is false until a base card joins the worker.
 	HasCard bool
 	// Card is the opaque model card, nil when absent or over
@@ -421,7 +426,7 @@ func (r *Reducer) buildWorker(wk WorkerKey) *Worker {
 	ep := h.rec.endpoint
 	w := &Worker{
 		Namespace: wk.Namespace, InstanceID: wk.InstanceID,
-		Component: ep.component, Endpoint: ep.endpoint,
+		Component: ep.component, Endpoint: ep.endpoint, Host: ep.host,
 		Runtime:     RuntimeConfig{DPSize: 1},
 		LastUpdated: h.updatedAt,
 	}

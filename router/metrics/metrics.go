@@ -27,6 +27,7 @@ type Set struct {
 	Gateway   *Gateway
 	Selection Selection
 	KV        KV
+	EPP       EPP
 }
 
 // New builds and registers every collector, with each closed label value
@@ -67,7 +68,9 @@ func New() *Set {
 	reg.MustRegister(sel.Total)
 	k := newKV()
 	reg.MustRegister(k.Events, k.Selection)
-	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k}
+	e := newEPP()
+	reg.MustRegister(e.collectors()...)
+	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k, EPP: e}
 }
 
 // CountDiscovery increments one discovery event kind. Kinds outside the

@@ -70,6 +70,9 @@ func (s *Server) reloadFile(path string, content []byte) string {
 		return refuse("the file is empty (blank or comments only)")
 	}
 	next, err := config.Parse(content, os.LookupEnv)
+	if err == nil && s.overlay != nil {
+		err = s.overlay(next)
+	}
 	if err != nil {
 		s.log.Error("config reload rejected; keeping the running configuration", "file", path, "error", err)
 		return reloadRejected

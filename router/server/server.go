@@ -34,6 +34,7 @@ import (
 	"switchyard/router/discoverysource"
 	"switchyard/router/discoverysource/etcdsource/embedded"
 	"switchyard/router/envelope"
+	"switchyard/router/epp"
 	"switchyard/router/eventplane"
 	"switchyard/router/gateway"
 	"switchyard/router/kv"
@@ -54,8 +55,12 @@ type Server struct {
 	auth    admin.Auth
 	// core is the routing core every input reaches, behind its one lock;
 	// recording is its output port, attached or not.
-	core      *core.Shared
+	core *core.Shared
+	// epp is the endpoint picker, nil unless epp.enabled.
+	epp       *eppHost
 	recording bool
+	// overlay is Options.Overlay.
+	overlay func(*config.Config) error
 	// kvStaleAfter is Options.kvStaleAfter (tests).
 	kvStaleAfter time.Duration
 	discovery    *discoverysource.Supervisor
@@ -90,6 +95,10 @@ type Options struct {
 	// above 0). A recording stores it as its run's seed so that a replay
 	// samples the same; 0 without a recorder draws one.
 	Seed uint64
+	// Overlay, when set, is applied to every configuration read from the
+	// watched file before it is validated (`switchyard epp` lays the
+	// environment's DYN_* variables over the file this way).
+	Overlay func(*config.Config) error
 
 	// Tests shorten the KV stale rule; zero values are core.KVStaleAfter
 	// and tickEvery.
@@ -111,7 +120,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", errs[0].String())
 	}
-	s := &Server{log: log, metrics: metrics.New(), kick: make(chan struct{}, 1)}
+	s := &Server{log: log, metrics: metrics.New(), kick: make(chan struct{}, 1), overlay: o.Overlay}
 	seed := o.Seed
 	if seed == 0 && o.Recorder == nil {
 		seed = rand.Uint64()
@@ -162,6 +171,10 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		gwOpts.OnOutcome = s.outcome
 	}
 	s.gateway = gateway.New(cfg, gwOpts)
+	if err := s.startEPP(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
 	if err != nil {
@@ -416,9 +429,16 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Gateway.ReadTimeout != old.Gateway.ReadTimeout {
 		s.log.Warn("gateway.read_timeout changes take effect after a restart")
 	}
+	if cfg.EPP.Enabled != old.EPP.Enabled || cfg.EPP.Listen != old.EPP.Listen || cfg.EPP.Plaintext != old.EPP.Plaintext ||
+		cfg.EPP.CertFile != old.EPP.CertFile || cfg.EPP.KeyFile != old.EPP.KeyFile {
+		s.log.Warn("epp.enabled, epp.listen and the endpoint picker's TLS settings take effect after a restart")
+	}
 	s.cfg.Store(cfg)
 	s.auth.SetToken(cfg.Admin.Token)
 	s.gateway.Reload(cfg)
+	if s.epp != nil {
+		s.epp.srv.Reload(epp.SettingsFrom(cfg))
+	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
 		policy, err := loadPolicy(cfg)
@@ -476,6 +496,9 @@ func (s *Server) Close() {
 		}
 		if s.gateway != nil {
 			s.gateway.Close()
+		}
+		if s.epp != nil {
+			s.epp.close()
 		}
 		if s.discovery != nil {
 			s.discovery.Stop()

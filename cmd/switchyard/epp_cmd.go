@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"switchyard/router/config"
+	"switchyard/router/server"
+)
+
+func init() { register(newEPPCmd) }
+
+// eppFlags are the command line's endpoint-picker settings, applied over
+// the file and the DYN_* variables when set.
+type eppFlags struct {
+	listen    string
+	plaintext bool
+}
+
+func newEPPCmd() *cobra.Command {
+	var (
+		path, record string
+		flags        eppFlags
+		logs         logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "epp [--config FILE] [--listen ADDR] [--plaintext]",
+		Short: "Run the Gateway API endpoint picker: an Envoy ext_proc server on :9002",
+		Long: `Run the Gateway API Inference Extension endpoint picker in Dynamo mode: an
+Envoy ext_proc (v3) gRPC server that tells an inference gateway which worker's
+frontend sidecar serves each request, and pins the workers with x-dynamo-*
+headers, on the same routing core as the gateway of "switchyard serve".
+
+Workers come from the configuration's Dynamo discovery (FILE, or the defaults).
+Dynamo's DYN_* variables are read over the file: DYN_EPP_MODE, DYN_MODEL_NAME,
+DYN_KV_CACHE_BLOCK_SIZE, DYN_USE_KV_EVENTS, DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT,
+DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY, DYN_ROUTER_PREFILL_LOAD_SCALE,
+DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT, DYN_ROUTER_TEMPERATURE,
+DYN_ROUTER_REPLICA_SYNC, DYN_ROUTER_TRACK_ACTIVE_BLOCKS,
+DYN_ROUTER_TRACK_OUTPUT_BLOCKS, DYN_ROUTER_TRACK_PREFILL_TOKENS and
+DYN_EPP_PEER_SERVICE (docs/epp.md). A bad value stops the start, naming the
+variable. The listener serves TLS with a self-signed certificate unless
+epp.cert_file/key_file or --plaintext say otherwise; the HTTP listener
+(server.bind_address) keeps /health, /ready, /metrics and the admin API.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logs.loggerTo(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cfg := config.Default()
+			if path != "" {
+				if cfg, err = config.Load(path); err != nil {
+					return &exitError{1, err}
+				}
+			}
+			overlay := func(c *config.Config) error { return flags.overlay(cmd, c, os.LookupEnv) }
+			if err := overlay(cfg); err != nil {
+				return &exitError{1, err}
+			}
+			seed := newPickerSeed()
+			rec, err := startRecording(record, cfg, seed, log)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec, Seed: seed, Overlay: overlay})
+			if err != nil {
+				stopRecording(rec, log)
+				return &exitError{1, err}
+			}
+			defer func() {
+				srv.Close()
+				stopRecording(rec, log)
+			}()
+			fmt.Fprintf(cmd.OutOrStdout(), "endpoint picker: ext_proc on %s, health and metrics on http://%s\n", srv.EPPAddr(), srv.Addr())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if path != "" {
+				go func() {
+					if err := srv.WatchConfigFile(ctx, path); err != nil {
+						log.Warn("config file is not watched; reloads need a restart", "error", err)
+					}
+				}()
+			}
+			<-ctx.Done()
+			log.Info("shutting down")
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "configuration file (YAML); without one, the defaults")
+	cmd.Flags().StringVar(&flags.listen, "listen", config.DefaultEPPListen, "ext_proc listen address (epp.listen)")
+	cmd.Flags().BoolVar(&flags.plaintext, "plaintext", false, "serve ext_proc without TLS (epp.plaintext)")
+	cmd.Flags().StringVar(&record, "record", "", "record the routing core's inputs and decisions to this SQLite file")
+	logs.add(cmd)
+	return cmd
+}
+
+// overlay turns the endpoint picker on in c, lays the DYN_* variables and
+// the set flags over it, and checks the result, naming the variable that
+// set a field with a problem.
+func (f eppFlags) overlay(cmd *cobra.Command, c *config.Config, lookup func(string) (string, bool)) error {
+	c.EPP.Enabled, c.Dynamo.Enabled = true, true
+	from, err := config.ApplyEPPVariables(c, lookup)
+	if err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("listen") || c.EPP.Listen == "" {
+		c.EPP.Listen = f.listen
+	}
+	if cmd.Flags().Changed("plaintext") {
+		c.EPP.Plaintext = f.plaintext
+	}
+	errs, _ := c.Validate()
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if name, ok := from[e.Path]; ok {
+			msgs = append(msgs, fmt.Sprintf("%s (%s): %s", name, e.Path, e.Message))
+		} else {
+			msgs = append(msgs, e.String())
+		}
+	}
+	return errors.New("invalid endpoint-picker configuration: " + strings.Join(msgs, "; "))
+}

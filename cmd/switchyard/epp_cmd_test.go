@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"switchyard/internal/syncbuf"
+	"switchyard/router/config"
+)
+
+// A bad DYN_* value stops the endpoint picker before anything starts,
+// naming the variable.
+func TestEPPRefusesBadVariables(t *testing.T) {
+	for env, want := range map[[2]string]string{
+		{"DYN_ROUTER_TEMPERATURE", "warm"}:               `DYN_ROUTER_TEMPERATURE="warm": must be a finite number`,
+		{"DYN_ROUTER_TEMPERATURE", "-1"}:                 "DYN_ROUTER_TEMPERATURE (dynamo.kv.router_temperature): must be >= 0",
+		{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "2"}:      "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT (dynamo.kv.overlap_score_credit): must be between 0.0 and 1.0",
+		{"DYN_USE_KV_EVENTS", "maybe"}:                   `DYN_USE_KV_EVENTS="maybe": must be true or false`,
+		{"DYN_KV_CACHE_BLOCK_SIZE", "sixteen"}:           `DYN_KV_CACHE_BLOCK_SIZE="sixteen": must be an integer`,
+		{"DYN_EPP_MODE", "sidecar"}:                      `DYN_EPP_MODE (epp.mode): must be dynamo or standalone, got "sidecar"`,
+		{"DYN_ROUTER_REPLICA_SYNC", "true"}:              "DYN_ROUTER_REPLICA_SYNC (epp.replica_sync): sharing active-sequence state between replicas is not in this build yet",
+		{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "1"}: "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT (epp.decode_active_request_weight)",
+	} {
+		t.Run(env[0]+"="+env[1], func(t *testing.T) {
+			t.Setenv(env[0], env[1])
+			out, err := run(t, "epp", "--plaintext", "--listen", "127.0.0.1:0")
+			requireExit1(t, err)
+			assert.Contains(t, err.Error()+out, want)
+		})
+	}
+}
+
+// The variables land in the fields they name, over the file's values;
+// flags win over both; unset variables leave the file alone.
+func TestEPPVariablesOverlayTheFile(t *testing.T) {
+	env := map[string]string{
+		"DYN_MODEL_NAME": "Qwen/Qwen3-32B", "DYN_KV_CACHE_BLOCK_SIZE": "64", "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT": "0.5",
+		"DYN_ROUTER_PREFILL_LOAD_SCALE": "8", "DYN_ROUTER_TEMPERATURE": "0.2", "DYN_USE_KV_EVENTS": "1",
+		"DYN_ROUTER_TRACK_ACTIVE_BLOCKS": "true", "DYN_EPP_MODE": "dynamo",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c := config.Default()
+	c.EPP.TargetPort = 8001
+	c.Dynamo.Discovery.Etcd.Endpoints = []string{"127.0.0.1:2379"}
+	cmd := newEPPCmd()
+	require.NoError(t, cmd.Flags().Set("plaintext", "true"))
+	require.NoError(t, eppFlags{listen: config.DefaultEPPListen, plaintext: true}.overlay(cmd, c, lookup))
+	assert.True(t, c.EPP.Enabled)
+	assert.True(t, c.Dynamo.Enabled)
+	assert.True(t, c.EPP.Plaintext)
+	assert.Equal(t, "Qwen/Qwen3-32B", c.EPP.ModelName)
+	assert.Equal(t, 64, c.EPP.KVCacheBlockSize)
+	assert.Equal(t, 0.5, c.Dynamo.KV.OverlapScoreCredit)
+	assert.Equal(t, 8.0, c.Dynamo.KV.PrefillLoadScale)
+	assert.Equal(t, 0.2, c.Dynamo.KV.RouterTemperature)
+	assert.Equal(t, 8001, c.EPP.TargetPort, "a field no variable names keeps the file's value")
+	assert.Equal(t, config.DefaultEPPListen, c.EPP.Listen)
+}
+
+// The built binary serves ext_proc and its health service, with the
+// variables applied, and stops cleanly on SIGINT.
+func TestEPPBinaryServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cfgPath := filepath.Join(t.TempDir(), "epp.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`server: {bind_address: %q}
+dynamo:
+  discovery:
+    etcd:
+      embedded: {enabled: true, listen: "127.0.0.1:0"}
+`, freeAddr(t))), 0o600))
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "epp", "--config", cfgPath, "--plaintext", "--listen", addr)
+	cmd.Env = append(os.Environ(), "DYN_MODEL_NAME=Qwen/Qwen3-0.6B", "DYN_ROUTER_PREFILL_LOAD_SCALE=4")
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	waitFor(t, 30*time.Second, "the banner", func() bool { return strings.Contains(out.String(), "endpoint picker: ext_proc on "+addr) })
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	waitFor(t, 30*time.Second, "readiness", func() bool {
+		r, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "readiness"})
+		return err == nil && r.Status == healthpb.HealthCheckResponse_SERVING
+	})
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, cmd.Wait())
+	assert.NotContains(t, out.String(), "panic")
+}

@@ -1,0 +1,75 @@
+package config
+
+// EPP modes.
+const (
+	EPPModeDynamo     = "dynamo"
+	EPPModeStandalone = "standalone"
+)
+
+// EPP request body modes: how the gateway sends request bodies (Envoy's
+// ext_proc processing_mode.request_body_mode), used when the gateway does
+// not say so in its first message.
+const (
+	BodyModeFullDuplexStreamed = "full_duplex_streamed"
+	BodyModeBuffered           = "buffered"
+)
+
+// DefaultEPPListen is the port Gateway API inference pools expect their
+// endpoint picker on.
+const DefaultEPPListen = ":9002"
+
+// EPP is the Gateway API Inference Extension endpoint picker: an Envoy
+// ext_proc server answering which worker each request goes to, on the same
+// routing core as the gateway (`switchyard epp`, or beside the gateway in
+// `switchyard serve`). The router-wide KV knobs (dynamo.kv) apply; the
+// fields here are the endpoint picker's own. Each has a DYN_* variable
+// that `switchyard epp` reads (docs/epp.md).
+type EPP struct {
+	Enabled bool `yaml:"enabled"`
+	// Listen is the gRPC listener, host:port.
+	Listen string `yaml:"listen"`
+	// Plaintext serves without TLS; by default the listener serves TLS
+	// with CertFile and KeyFile, or a self-signed certificate made at
+	// start when they are empty (gateways do not verify it by default).
+	Plaintext bool   `yaml:"plaintext"`
+	CertFile  string `yaml:"cert_file"`
+	KeyFile   string `yaml:"key_file"`
+	// Mode is dynamo (workers from dynamo.discovery) or standalone.
+	Mode string `yaml:"mode"`
+	// ModelName routes every request to the workers of this model,
+	// whatever model the body names (an InferencePool serves one model);
+	// empty uses the body's model. DYN_MODEL_NAME.
+	ModelName string `yaml:"model_name"`
+	// TargetPort is the port of each worker's frontend sidecar, the
+	// InferencePool's target port: the destination is the worker's host
+	// (from its Endpoint record) and this port.
+	TargetPort int `yaml:"target_port"`
+	// RequestBodyMode is used when the gateway does not announce its
+	// processing mode.
+	RequestBodyMode string `yaml:"request_body_mode"`
+	// KVCacheBlockSize, when set, is the block size workers must advertise
+	// (DYN_KV_CACHE_BLOCK_SIZE): a worker whose card says otherwise would
+	// score wrong overlaps, so start-up warns and selection counts it.
+	KVCacheBlockSize int `yaml:"kv_cache_block_size"`
+	// UseKVEvents follows the workers' kv-events (DYN_USE_KV_EVENTS).
+	UseKVEvents bool `yaml:"use_kv_events"`
+	// The router-side active-sequence switches (DYN_ROUTER_TRACK_*).
+	TrackActiveBlocks  bool `yaml:"track_active_blocks"`
+	TrackOutputBlocks  bool `yaml:"track_output_blocks"`
+	TrackPrefillTokens bool `yaml:"track_prefill_tokens"`
+	// OverlapScoreCreditDecay and DecodeActiveRequestWeight
+	// (DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY,
+	// DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
+	OverlapScoreCreditDecay   float64 `yaml:"overlap_score_credit_decay"`
+	DecodeActiveRequestWeight float64 `yaml:"decode_active_request_weight"`
+	// ReplicaSync shares active-sequence state between replicas
+	// (DYN_ROUTER_REPLICA_SYNC); PeerService names their Service
+	// (DYN_EPP_PEER_SERVICE).
+	ReplicaSync bool   `yaml:"replica_sync"`
+	PeerService string `yaml:"peer_service"`
+}
+
+func defaultEPP() EPP {
+	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
+		UseKVEvents: true, TrackActiveBlocks: true, TrackPrefillTokens: true}
+}

@@ -1,0 +1,67 @@
+package config
+
+// maxKVCacheBlockSize bounds epp.kv_cache_block_size; engines use a few
+// dozen tokens per block, never this many.
+const maxKVCacheBlockSize = 1 << 16
+
+func (k *checker) epp(c *Config) {
+	e := c.EPP
+	if !e.Enabled {
+		return
+	}
+	const p = "epp"
+	k.errIf(p+".listen", checkHostPort(e.Listen, true))
+	if !c.Dynamo.Enabled {
+		k.err("dynamo.enabled", "must be true with epp.enabled: the endpoint picker's workers come from Dynamo discovery")
+	}
+	if e.Plaintext && (e.CertFile != "" || e.KeyFile != "") {
+		k.err(p+".plaintext", "true beside cert_file/key_file: choose TLS with the files, or plaintext")
+	}
+	if (e.CertFile == "") != (e.KeyFile == "") {
+		k.err(p+".cert_file", "cert_file and key_file go together (both empty: a self-signed certificate)")
+	}
+	switch e.Mode {
+	case EPPModeDynamo:
+	case EPPModeStandalone:
+		k.err(p+".mode", "standalone (InferencePool-selected Pods) is not in this build yet; use dynamo")
+	default:
+		k.err(p+".mode", "must be dynamo or standalone, got %q", e.Mode)
+	}
+	if e.TargetPort < 1 || e.TargetPort > 65535 {
+		k.err(p+".target_port", "must be a port between 1 and 65535, got %d", e.TargetPort)
+	}
+	switch e.RequestBodyMode {
+	case BodyModeFullDuplexStreamed, BodyModeBuffered:
+	default:
+		k.err(p+".request_body_mode", "must be full_duplex_streamed or buffered, got %q", e.RequestBodyMode)
+	}
+	if e.KVCacheBlockSize < 0 || e.KVCacheBlockSize > maxKVCacheBlockSize {
+		k.err(p+".kv_cache_block_size", "must be between 0 (from the cards) and %d, got %d", maxKVCacheBlockSize, e.KVCacheBlockSize)
+	}
+	// What the router does not do yet is refused rather than ignored: a
+	// setting that silently changed nothing would mislead.
+	notYet := func(field, what string) {
+		k.err(p+"."+field, "%s is not in this build yet; leave it at its default", what)
+	}
+	if !e.UseKVEvents {
+		notYet("use_kv_events", "routing on predicted cache state without kv-events")
+	}
+	if e.TrackOutputBlocks {
+		notYet("track_output_blocks", "predicting output blocks")
+	}
+	if !e.TrackActiveBlocks || !e.TrackPrefillTokens {
+		notYet("track_active_blocks", "turning off the router's own accounting of dispatched prompt blocks")
+	}
+	if e.OverlapScoreCreditDecay != 0 {
+		notYet("overlap_score_credit_decay", "overlap credit decay")
+	}
+	if e.DecodeActiveRequestWeight != 0 {
+		notYet("decode_active_request_weight", "a per-active-request decode cost")
+	}
+	if e.ReplicaSync {
+		notYet("replica_sync", "sharing active-sequence state between replicas")
+	}
+	if e.OverlapScoreCreditDecay < 0 || e.DecodeActiveRequestWeight < 0 {
+		k.err(p, "overlap_score_credit_decay and decode_active_request_weight must be >= 0")
+	}
+}

@@ -1,0 +1,36 @@
+package discovery
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"switchyard/router/events"
+)
+
+// The worker's host comes from a TCP request-plane transport; anything
+// that is not a plain IP address or DNS name yields none.
+func TestTransportHost(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"tcp":"10.0.0.4:31000/1a7f2b/dynamo/prefill/generate"}`: "10.0.0.4",
+		`{"tcp":"[fd00::7]:31000/x"}`:                             "fd00::7",
+		`{"tcp":"worker-0.dynamo.svc.cluster.local:9000"}`:        "worker-0.dynamo.svc.cluster.local",
+		`{"nats_tcp":"dynamo.prefill.generate-1a"}`:               "",
+		`{"tcp":"10.0.0.4"}`:                                      "",
+		`{"tcp":"bad host:1/x"}`:                                  "",
+		`{"tcp":"a..b:1"}`:                                        "",
+		`{"tcp":":1"}`:                                            "",
+		`"tcp"`:                                                   "",
+		``:                                                        "",
+	} {
+		require.Equal(t, want, transportHost(json.RawMessage(raw)), raw)
+	}
+}
+
+// The reducer carries the host onto the worker.
+func TestWorkerHostFromEndpointRecord(t *testing.T) {
+	p, err := parseRecord("dynamo", events.Instances, []byte(`{"type":"Endpoint","component":"backend","endpoint":"generate","instance_id":7,"transport":{"tcp":"10.1.2.3:4000/x"}}`))
+	require.NoError(t, err)
+	require.Equal(t, "10.1.2.3", p.endpoint.host)
+}

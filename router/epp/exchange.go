@@ -1,0 +1,411 @@
+package epp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"switchyard/router/gateway"
+	"switchyard/router/metrics"
+	"switchyard/router/picker"
+)
+
+// The GAIE endpoint-picker protocol's names.
+const (
+	// DestinationHeader and DestinationMetadataKey carry the chosen
+	// endpoint, ip:port (a comma-separated list would be fallbacks).
+	DestinationHeader = "x-gateway-destination-endpoint"
+	// LBNamespace is the dynamic-metadata namespace the proxy's load
+	// balancer reads the destination from.
+	LBNamespace = "envoy.lb"
+	// SubsetHintNamespace and SubsetHintKey: the endpoints the proxy
+	// allows for this request, when it restricts them.
+	SubsetHintNamespace = "envoy.lb.subset_hint"
+	SubsetHintKey       = "x-gateway-destination-endpoint-subset"
+	// ServedKey is where the proxy reports the endpoint that served.
+	ServedKey = "x-gateway-destination-endpoint-served"
+)
+
+// Dynamo's request-mutation headers (seed 003).
+const (
+	HeaderWorkerID      = "x-dynamo-worker-instance-id"
+	HeaderDPRank        = "x-dynamo-dp-rank"
+	HeaderRoutingMode   = "x-dynamo-routing-mode"
+	HeaderPrefillID     = "x-dynamo-prefill-instance-id"
+	HeaderPrefillDPRank = "x-dynamo-prefill-dp-rank"
+)
+
+// maxSubsetEndpoints bounds the subset hint read from the proxy.
+const maxSubsetEndpoints = 4096
+
+// exchange is one request's stream.
+type exchange struct {
+	s      *Server
+	st     Settings
+	stream extprocv3.ExternalProcessor_ProcessServer
+	ctx    context.Context
+
+	// buffered: the request body arrives whole (BUFFERED), not in
+	// FULL_DUPLEX_STREAMED chunks that must be echoed back; modeKnown once
+	// the proxy has said so. streamedResponse: response body chunks are
+	// to be echoed back.
+	buffered, modeKnown, streamedResponse bool
+
+	start        time.Time
+	path         string
+	remove       []string
+	subset       []string
+	body         []byte
+	decided      bool
+	answered     bool // an immediate response ended the exchange
+	bodyReceived bool
+
+	// The routed request, for the core's accounting.
+	picked      bool
+	req         picker.Request
+	sel         picker.Selection
+	destination string
+	status      int
+	firstByte   time.Time
+	ended       bool
+}
+
+func (x *exchange) run() error {
+	for {
+		m, err := x.stream.Recv()
+		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || x.ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		x.readProtocol(m.GetProtocolConfig())
+		switch r := m.Request.(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			err = x.requestHeaders(m, r.RequestHeaders)
+		case *extprocv3.ProcessingRequest_RequestBody:
+			err = x.requestBody(r.RequestBody)
+		case *extprocv3.ProcessingRequest_RequestTrailers:
+			err = x.requestTrailers()
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			err = x.responseHeaders(m, r.ResponseHeaders)
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			err = x.responseBody(r.ResponseBody)
+		case *extprocv3.ProcessingRequest_ResponseTrailers:
+			x.end(OutcomeFromStatus(x.status))
+			err = x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}})
+		}
+		if err != nil || x.answered {
+			return err
+		}
+	}
+}
+
+// readProtocol takes the body modes the proxy announces (first message).
+func (x *exchange) readProtocol(pc *extprocv3.ProtocolConfiguration) {
+	if pc == nil || x.modeKnown {
+		return
+	}
+	x.modeKnown = true
+	switch pc.GetRequestBodyMode() {
+	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL:
+		x.buffered = true
+	default:
+		x.buffered = false
+	}
+	x.streamedResponse = pc.GetResponseBodyMode() == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+}
+
+func (x *exchange) send(r *extprocv3.ProcessingResponse) error { return x.stream.Send(r) }
+
+func headerValue(h *corev3.HeaderValue) string {
+	if len(h.GetRawValue()) > 0 {
+		return string(h.GetRawValue())
+	}
+	return h.GetValue()
+}
+
+func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	x.start = x.s.opts.Clock.Now()
+	if !x.modeKnown {
+		x.streamedResponse = !x.buffered
+	}
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		name := strings.ToLower(hv.GetKey())
+		switch {
+		case name == ":path":
+			x.path = headerValue(hv)
+		case gateway.IsDynamoHeader(name), strings.HasPrefix(name, DestinationHeader):
+			// Only the picker steers routing: a client's own pins or
+			// destination never reach the worker.
+			x.remove = append(x.remove, name)
+		}
+	}
+	x.subset = subsetHint(m.GetMetadataContext())
+	if h.GetEndOfStream() {
+		return x.decide(nil)
+	}
+	if x.buffered {
+		// The proxy waits for this answer before sending the body; the
+		// destination goes with the body's answer.
+		return x.send(headersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: x.remove}}))
+	}
+	return nil
+}
+
+func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
+	if x.decided {
+		// Chunks after a decision (none are expected) pass through.
+		return x.send(bodyResponse(streamedBody(b.GetBody(), b.GetEndOfStream())))
+	}
+	if len(x.body)+len(b.GetBody()) > x.st.MaxBodyBytes {
+		return x.refuse(metrics.EPPTooLarge, http.StatusRequestEntityTooLarge, "request_too_large",
+			"the request body is larger than "+strconv.Itoa(x.st.MaxBodyBytes)+" bytes")
+	}
+	x.body = append(x.body, b.GetBody()...)
+	if !b.GetEndOfStream() {
+		return nil
+	}
+	x.bodyReceived = true
+	return x.decide(x.body)
+}
+
+func (x *exchange) requestTrailers() error {
+	if !x.decided {
+		// The body ended with trailers rather than an end-of-stream chunk.
+		x.bodyReceived = true
+		if err := x.decide(x.body); err != nil || x.answered {
+			return err
+		}
+	}
+	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}})
+}
+
+// decide routes the request (body nil when it has none) and answers with
+// the destination.
+func (x *exchange) decide(body []byte) error {
+	x.decided = true
+	route, _, _ := strings.Cut(x.path, "?")
+	chat, prompted := route == "/v1/chat/completions", route == "/v1/completions" || route == "/v1/chat/completions"
+	var in gateway.OpenAIRequest
+	switch {
+	case body != nil && prompted:
+		var perr *gateway.RequestError
+		if in, perr = gateway.ParseOpenAI(body, chat, picker.Heuristic{}); perr != nil {
+			return x.refuse(metrics.EPPBadRequest, perr.Status, perr.Code, perr.Message)
+		}
+	case body != nil:
+		in = gateway.OpenAIRequest{Body: body, Model: modelOf(body)}
+	}
+	model := x.st.ModelName
+	if model == "" {
+		model = in.Model
+	}
+	if model == "" {
+		return x.refuse(metrics.EPPBadRequest, http.StatusBadRequest, "invalid_request_error",
+			"no model to route for: the body names none and no model name is configured")
+	}
+	req := picker.Request{ID: x.s.nextID(), Model: model, Namespaces: x.st.Namespaces, PromptTokens: in.PromptTokens,
+		Now: x.start, Route: route, MaxTokens: in.MaxTokens}
+	if x.st.Render && prompted && x.s.opts.Prompter != nil {
+		req.Tokens, req.NoTokens = x.s.opts.Prompter.Tokens(x.ctx, model, chat, in.Body)
+	}
+	sel, ok := x.s.opts.Picker.Pick(req)
+	if !ok {
+		return x.refuse(metrics.EPPUnavailable, http.StatusServiceUnavailable, "no_eligible_endpoint",
+			"no worker can serve model "+strconv.Quote(model)+" now")
+	}
+	dest, ok := x.destinationOf(sel)
+	if !ok {
+		x.s.opts.Picker.Ended(req, sel)
+		return x.refuse(metrics.EPPNoHost, http.StatusServiceUnavailable, "no_eligible_endpoint",
+			"the chosen worker advertises no address")
+	}
+	if x.subset != nil && !contains(x.subset, dest) {
+		x.s.opts.Picker.Ended(req, sel)
+		return x.refuse(metrics.EPPOutOfSubset, http.StatusServiceUnavailable, "no_eligible_endpoint",
+			"no eligible worker among the endpoints the gateway allows")
+	}
+	x.picked, x.req, x.sel, x.destination = true, req, sel, dest
+
+	out := in.Body
+	if x.st.SendTokenData && prompted && len(req.Tokens) > 0 {
+		out = gateway.WithTokenData(out, req.Tokens)
+	}
+	mutation := &extprocv3.HeaderMutation{SetHeaders: pinHeaders(dest, &sel), RemoveHeaders: x.remove}
+	if body != nil && !bytes.Equal(out, body) {
+		mutation.SetHeaders = append(mutation.SetHeaders, header("content-length", strconv.Itoa(len(out))))
+	}
+	meta := destinationMetadata(dest)
+	x.s.opts.Metrics.Decided(metrics.EPPRouted, x.s.since(x.start))
+	if body == nil {
+		return x.send(withMetadata(headersResponse(&extprocv3.CommonResponse{HeaderMutation: mutation, ClearRouteCache: true}), meta))
+	}
+	if x.buffered {
+		common := &extprocv3.CommonResponse{HeaderMutation: mutation, ClearRouteCache: true}
+		if !bytes.Equal(out, body) {
+			common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}
+		}
+		return x.send(withMetadata(bodyResponse(common), meta))
+	}
+	// Full duplex: the headers' answer (now that the destination is
+	// known), then the body, in chunks the proxy forwards as they come.
+	if err := x.send(withMetadata(headersResponse(&extprocv3.CommonResponse{HeaderMutation: mutation, ClearRouteCache: true}), meta)); err != nil {
+		return err
+	}
+	for len(out) > 0 {
+		n := min(len(out), maxChunk)
+		if err := x.send(bodyResponse(streamedBody(out[:n], n == len(out)))); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+// maxChunk is the largest body chunk sent back in one message, below
+// gRPC's default 4 MiB message limit with room to spare.
+const maxChunk = 64 << 10
+
+// destinationOf is the decode (or aggregated) worker's frontend sidecar:
+// its host and the configured target port.
+func (x *exchange) destinationOf(sel picker.Selection) (string, bool) {
+	snap := x.s.opts.Workers.Snapshot()
+	if snap == nil {
+		return "", false
+	}
+	for _, w := range snap.Workers {
+		if w.InstanceID == sel.Decode.WorkerID && w.Namespace == sel.Namespace {
+			if w.Host == "" {
+				return "", false
+			}
+			return net.JoinHostPort(w.Host, strconv.Itoa(x.st.TargetPort)), true
+		}
+	}
+	return "", false
+}
+
+// refuse ends the exchange with an immediate response.
+func (x *exchange) refuse(result string, code int, errCode, msg string) error {
+	x.s.opts.Metrics.Decided(result, x.s.since(x.start))
+	x.answered = true
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": errCode, "code": code}})
+	return x.send(immediate(code, body))
+}
+
+func (x *exchange) responseHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() == ":status" {
+			x.status, _ = strconv.Atoi(headerValue(hv))
+		}
+	}
+	if served := servedEndpoint(m.GetMetadataContext()); served != "" && x.destination != "" && served != x.destination {
+		x.s.opts.Metrics.ServedElsewhere.Inc()
+	}
+	if h.GetEndOfStream() {
+		x.end(OutcomeFromStatus(x.status))
+	}
+	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}})
+}
+
+func (x *exchange) responseBody(b *extprocv3.HttpBody) error {
+	now := x.s.opts.Clock.Now()
+	if x.firstByte.IsZero() && len(b.GetBody()) > 0 {
+		x.firstByte = now
+	}
+	if b.GetEndOfStream() {
+		x.end(OutcomeFromStatus(x.status))
+	}
+	if x.streamedResponse {
+		return x.send(responseBodyResponse(streamedBody(b.GetBody(), b.GetEndOfStream())))
+	}
+	return x.send(responseBodyResponse(&extprocv3.CommonResponse{}))
+}
+
+// end closes the request's accounting once, with how it ended.
+func (x *exchange) end(status string) {
+	if !x.picked || x.ended {
+		return
+	}
+	x.ended = true
+	now := x.s.opts.Clock.Now()
+	x.s.opts.Picker.Ended(x.req, x.sel)
+	if x.s.opts.OnOutcome != nil {
+		o := Outcome{At: now, RequestID: x.req.ID, Status: status, PromptTokens: int(min(x.req.PromptTokens, 1<<31-1)), E2E: now.Sub(x.start)}
+		if !x.firstByte.IsZero() {
+			o.TTFT = x.firstByte.Sub(x.start)
+		}
+		if status != OutcomeOK {
+			o.Error = "the gateway reported HTTP " + strconv.Itoa(x.status)
+			if x.status == 0 {
+				o.Error = "the gateway's stream ended before the response did"
+			}
+		}
+		x.s.opts.OnOutcome(o)
+	}
+}
+
+// finish runs when the stream closes: a request still open ended without
+// a complete response.
+func (x *exchange) finish(time.Time) {
+	if !x.decided && !x.start.IsZero() {
+		x.s.opts.Metrics.Decided(metrics.EPPAborted, 0)
+	}
+	if x.picked && !x.ended {
+		x.end(OutcomeCancelled)
+	}
+}
+
+// Outcome statuses (the recorder's vocabulary).
+const (
+	OutcomeOK        = "ok"
+	OutcomeFailed    = "failed"
+	OutcomeRejected  = "rejected"
+	OutcomeCancelled = "cancelled"
+)
+
+// OutcomeFromStatus classifies a response status as the shim gateway
+// classifies its upstream's: 2xx ok; 5xx, 408 and 429 failed; other 4xx
+// rejected.
+func OutcomeFromStatus(code int) string {
+	switch {
+	case code >= 200 && code < 300:
+		return OutcomeOK
+	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code == 0:
+		return OutcomeFailed
+	}
+	return OutcomeRejected
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// modelOf reads the model a non-OpenAI-chat body names ("" when none).
+func modelOf(body []byte) string {
+	var m struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	return m.Model
+}
