@@ -28,6 +28,10 @@ type EPP struct {
 	Enabled bool `yaml:"enabled"`
 	// Listen is the gRPC listener, host:port.
 	Listen string `yaml:"listen"`
+	// HealthListen, when set, serves the gRPC health service alone, in
+	// plaintext, on its own port: Kubernetes gRPC probes cannot speak TLS
+	// to the main listener.
+	HealthListen string `yaml:"health_listen"`
 	// Plaintext serves without TLS; by default the listener serves TLS
 	// with CertFile and KeyFile, or a self-signed certificate made at
 	// start when they are empty (gateways do not verify it by default).

@@ -11,6 +11,15 @@ func (k *checker) epp(c *Config) {
 	}
 	const p = "epp"
 	k.errIf(p+".listen", checkHostPort(e.Listen, true))
+	if e.HealthListen != "" {
+		k.errIf(p+".health_listen", checkHostPort(e.HealthListen, true))
+		if sameListener(e.HealthListen, e.Listen) {
+			k.err(p+".health_listen", "collides with epp.listen (%s)", e.Listen)
+		}
+		if sameListener(e.HealthListen, c.Server.BindAddress) {
+			k.err(p+".health_listen", "collides with server.bind_address (%s)", c.Server.BindAddress)
+		}
+	}
 	if !c.Dynamo.Enabled {
 		k.err("dynamo.enabled", "must be true with epp.enabled: the endpoint picker's workers come from Dynamo discovery")
 	}

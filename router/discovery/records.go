@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -415,11 +415,11 @@ func transportHost(raw json.RawMessage) string {
 		return ""
 	}
 	hostPort, _, _ := strings.Cut(t.TCP, "/")
-	host, _, err := net.SplitHostPort(hostPort)
-	if err != nil || host == "" || len(host) > maxHostBytes {
+	host, ok := splitHost(hostPort)
+	if !ok || host == "" || len(host) > maxHostBytes {
 		return ""
 	}
-	if net.ParseIP(host) != nil {
+	if _, err := netip.ParseAddr(host); err == nil {
 		return host
 	}
 	for _, label := range strings.Split(host, ".") {
@@ -430,4 +430,27 @@ func transportHost(raw json.RawMessage) string {
 		}
 	}
 	return host
+}
+
+// splitHost takes the host of "host:port" or "[v6]:port" (the core links
+// no socket package, so not net.SplitHostPort); the port must be digits.
+func splitHost(hostPort string) (string, bool) {
+	i := strings.LastIndexByte(hostPort, ':')
+	if i < 0 {
+		return "", false
+	}
+	host, port := hostPort[:i], hostPort[i+1:]
+	if port == "" || strings.IndexFunc(port, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return "", false
+	}
+	if strings.HasPrefix(host, "[") {
+		if !strings.HasSuffix(host, "]") {
+			return "", false
+		}
+		return host[1 : len(host)-1], true
+	}
+	if strings.Contains(host, ":") {
+		return "", false // an IPv6 address must be bracketed
+	}
+	return host, true
 }

@@ -40,9 +40,10 @@ type GRPCOptions struct {
 
 // NewGRPC builds the gRPC server: the ext_proc service, health (checked
 // by Kubernetes probes and by gateways) and reflection (for grpcurl). The
-// returned stop function ends the readiness updates; call it after
-// GracefulStop.
-func NewGRPC(s *Server, o GRPCOptions) (*grpc.Server, func()) {
+// returned health server also serves a plaintext health-only listener when
+// one is wanted (HealthOnly); stop ends the readiness updates: call it
+// after GracefulStop.
+func NewGRPC(s *Server, o GRPCOptions) (g *grpc.Server, hs *health.Server, stop func()) {
 	opts := []grpc.ServerOption{
 		// A gateway keeps one connection and many streams; pings keep it
 		// honest across idle periods.
@@ -53,9 +54,9 @@ func NewGRPC(s *Server, o GRPCOptions) (*grpc.Server, func()) {
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*o.TLS}, MinVersion: tls.VersionTLS12})))
 	}
-	g := grpc.NewServer(opts...)
+	g = grpc.NewServer(opts...)
 	extprocv3.RegisterExternalProcessorServer(g, s)
-	hs := health.NewServer()
+	hs = health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	hs.SetServingStatus(HealthLiveness, healthpb.HealthCheckResponse_SERVING)
@@ -88,11 +89,19 @@ func NewGRPC(s *Server, o GRPCOptions) (*grpc.Server, func()) {
 			}
 		}
 	}()
-	return g, func() {
+	return g, hs, func() {
 		cancel()
 		<-done
 		hs.Shutdown()
 	}
+}
+
+// HealthOnly is a plaintext gRPC server with nothing but hs, for probes
+// that cannot speak TLS.
+func HealthOnly(hs *health.Server) *grpc.Server {
+	g := grpc.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	return g
 }
 
 // SelfSignedCertificate makes the serving certificate used when none is

@@ -21,6 +21,9 @@ type eppHost struct {
 	stop     func()
 	listener net.Listener
 	done     chan struct{}
+	// health serves the plaintext health-only listener (nil without one).
+	health     *grpc.Server
+	healthDone chan struct{}
 }
 
 // startEPP starts the endpoint picker when the configuration enables it.
@@ -41,7 +44,8 @@ func (s *Server) startEPP(cfg *config.Config) error {
 		o.OnOutcome = s.core.Outcome
 	}
 	h := &eppHost{srv: epp.New(epp.SettingsFrom(cfg), o), done: make(chan struct{})}
-	h.grpc, h.stop = epp.NewGRPC(h.srv, epp.GRPCOptions{TLS: cert, Ready: s.routable})
+	g, hs, stop := epp.NewGRPC(h.srv, epp.GRPCOptions{TLS: cert, Ready: s.routable})
+	h.grpc, h.stop = g, stop
 	ln, err := net.Listen("tcp", cfg.EPP.Listen)
 	if err != nil {
 		h.stop()
@@ -54,6 +58,20 @@ func (s *Server) startEPP(cfg *config.Config) error {
 			s.log.Error("endpoint picker stopped", "error", err)
 		}
 	}()
+	if cfg.EPP.HealthListen != "" {
+		hl, err := net.Listen("tcp", cfg.EPP.HealthListen)
+		if err != nil {
+			h.grpc.Stop()
+			<-h.done
+			h.stop()
+			return fmt.Errorf("listen on epp.health_listen %s: %w", cfg.EPP.HealthListen, err)
+		}
+		h.health, h.healthDone = epp.HealthOnly(hs), make(chan struct{})
+		go func() {
+			defer close(h.healthDone)
+			_ = h.health.Serve(hl)
+		}()
+	}
 	s.epp = h
 	s.log.Info("endpoint picker serving", "addr", ln.Addr().String(), "tls", cert != nil)
 	return nil
@@ -88,5 +106,9 @@ func (s *Server) EPPAddr() string {
 func (h *eppHost) close() {
 	h.grpc.GracefulStop()
 	<-h.done
+	if h.health != nil {
+		h.health.Stop()
+		<-h.healthDone
+	}
 	h.stop()
 }

@@ -270,13 +270,24 @@ func TestEPPImmediateResponses(t *testing.T) {
 }
 
 // By default the endpoint picker serves TLS with a self-signed
-// certificate, reports readiness once discovery is connected, and offers
-// reflection for grpcurl.
+// certificate and reports readiness once discovery is connected; the
+// health service is also served alone in plaintext on epp.health_listen,
+// for Kubernetes gRPC probes.
 func TestEPPServesTLSAndHealth(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	healthAddr := l.Addr().String()
+	require.NoError(t, l.Close())
 	k := startKVStack(t, fleet.Spec{Aggregated: 1}, func(cfg *config.Config) Options {
 		withEPP(cfg)
 		cfg.EPP.Plaintext = false
+		cfg.EPP.HealthListen = healthAddr
 		return Options{}
+	})
+	probe := healthpb.NewHealthClient(eppClient(t, healthAddr, insecure.NewCredentials()))
+	eventually(t, "plaintext readiness", func() bool {
+		r, err := probe.Check(context.Background(), &healthpb.HealthCheckRequest{Service: epp.HealthReadiness})
+		return err == nil && r.Status == healthpb.HealthCheckResponse_SERVING
 	})
 	conn := eppClient(t, k.srv.EPPAddr(), credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))
 	hc := healthpb.NewHealthClient(conn)
@@ -286,8 +297,6 @@ func TestEPPServesTLSAndHealth(t *testing.T) {
 			return err == nil && r.Status == healthpb.HealthCheckResponse_SERVING
 		})
 	}
-	_, err := net.Dial("tcp", k.srv.EPPAddr())
-	require.NoError(t, err)
 	plain := eppClient(t, k.srv.EPPAddr(), insecure.NewCredentials())
 	_, err = healthpb.NewHealthClient(plain).Check(context.Background(), &healthpb.HealthCheckRequest{Service: epp.HealthLiveness})
 	require.Error(t, err, "a plaintext client cannot talk to the TLS listener")

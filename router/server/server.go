@@ -429,7 +429,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Gateway.ReadTimeout != old.Gateway.ReadTimeout {
 		s.log.Warn("gateway.read_timeout changes take effect after a restart")
 	}
-	if cfg.EPP.Enabled != old.EPP.Enabled || cfg.EPP.Listen != old.EPP.Listen || cfg.EPP.Plaintext != old.EPP.Plaintext ||
+	if cfg.EPP.Enabled != old.EPP.Enabled || cfg.EPP.Listen != old.EPP.Listen || cfg.EPP.HealthListen != old.EPP.HealthListen || cfg.EPP.Plaintext != old.EPP.Plaintext ||
 		cfg.EPP.CertFile != old.EPP.CertFile || cfg.EPP.KeyFile != old.EPP.KeyFile {
 		s.log.Warn("epp.enabled, epp.listen and the endpoint picker's TLS settings take effect after a restart")
 	}
