@@ -54,6 +54,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./router/discovery/ ./router/load/ ./router/eventplane/... \
 		./router/picker/ ./router/kv/ ./router/tokenizer/ ./router/prompt/template/ ./recorder/
 	$(GO) test -run '^$$' -bench MooncakeTrace -benchtime 1x ./sim/
+	$(GO) test -run '^$$' -bench . -benchmem ./router/epp/
 
 # Short fuzzing pass over every decoder; FUZZTIME=5m for a longer one. FUZZMINTIME caps the time a
 # target spends minimising a new input, so every target spends its run fuzzing.
