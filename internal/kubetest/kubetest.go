@@ -12,8 +12,10 @@ package kubetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -162,4 +164,22 @@ func InstallCRDs(t testing.TB, paths ...string) {
 	if err != nil {
 		t.Fatalf("kubetest: install CRDs: %v", err)
 	}
+}
+
+// ModuleFile is the path of a file inside a Go module at an exact version,
+// downloaded through the module proxy when missing (`go mod download`).
+// Tests take third-party CRDs (the Gateway API's, the Inference
+// Extension's) from their modules this way instead of copying them into
+// the repository.
+func ModuleFile(t testing.TB, moduleAtVersion, file string) string {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "download", "-json", moduleAtVersion).Output()
+	if err != nil {
+		t.Fatalf("kubetest: go mod download %s (needs the Go module proxy): %v", moduleAtVersion, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		t.Fatalf("kubetest: go mod download %s: %s %v", moduleAtVersion, m.Error, err)
+	}
+	return filepath.Join(m.Dir, file)
 }

@@ -110,6 +110,9 @@ func (k *checker) shimServes(c *Config, byName map[string]Backend) {
 		return
 	}
 	if len(s.Backends) == 0 && len(s.Pools) == 0 {
+		if c.EPP.Enabled {
+			return // the endpoint picker serves the discovered models through a gateway
+		}
 		k.warn(p, "dynamo.enabled is true but no shim backend is listed: models of discovered workers cannot be served; "+
 			"add a backend for the direct-mode frontend, list it in dynamo.shim.backends and set disaggregated_serving.enabled")
 		return

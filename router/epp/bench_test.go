@@ -142,7 +142,7 @@ func serve(b *testing.B, srv extprocv3.ExternalProcessorServer) extprocv3.Extern
 	var g *grpc.Server
 	if s, ok := srv.(*epp.Server); ok {
 		var stop func()
-		g, stop = epp.NewGRPC(s, epp.GRPCOptions{})
+		g, _, stop = epp.NewGRPC(s, epp.GRPCOptions{})
 		b.Cleanup(stop)
 	} else {
 		g = grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))

@@ -292,10 +292,24 @@ func (x *exchange) destinationOf(sel picker.Selection) (string, bool) {
 			if w.Host == "" {
 				return "", false
 			}
+			x.checkBlockSize(w.InstanceID, int(w.BlockSize))
 			return net.JoinHostPort(w.Host, strconv.Itoa(x.st.TargetPort)), true
 		}
 	}
 	return "", false
+}
+
+// checkBlockSize counts a pick of a worker whose card's block size is not
+// the configured one (DYN_KV_CACHE_BLOCK_SIZE).
+func (x *exchange) checkBlockSize(worker uint64, cardBlockSize int) {
+	if x.st.BlockSize == 0 || cardBlockSize == 0 || cardBlockSize == x.st.BlockSize {
+		return
+	}
+	x.s.opts.Metrics.BlockSizeMismatch.Inc()
+	if x.s.mismatchLogged.CompareAndSwap(false, true) {
+		x.s.opts.Log.Warn("a picked worker's card names another KV block size than epp.kv_cache_block_size; its prefix overlaps are scored on its own blocks",
+			"worker_id", worker, "card_block_size", cardBlockSize, "configured", x.st.BlockSize)
+	}
 }
 
 // refuse ends the exchange with an immediate response.

@@ -28,6 +28,9 @@ const (
 	HealthService   = "envoy.service.ext_proc.v3.ExternalProcessor"
 )
 
+// maxMessageBytes bounds one ext_proc message.
+const maxMessageBytes = 64 << 20
+
 // GRPCOptions configure the gRPC server around the ext_proc service.
 type GRPCOptions struct {
 	// TLS serves with this certificate; nil serves plaintext.
@@ -49,7 +52,9 @@ func NewGRPC(s *Server, o GRPCOptions) (g *grpc.Server, hs *health.Server, stop 
 		// honest across idle periods.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(8 << 20),
+		// Above any gateway.max_body_bytes in use, so that a BUFFERED
+		// body past that cap gets the picker's 413, not a transport error.
+		grpc.MaxRecvMsgSize(maxMessageBytes),
 	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*o.TLS}, MinVersion: tls.VersionTLS12})))

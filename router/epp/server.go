@@ -49,9 +49,12 @@ type Settings struct {
 	// MaxBodyBytes caps a request body; larger ones get 413.
 	MaxBodyBytes int
 	// Render tokenizes prompts for KV overlap (dynamo.kv.enabled);
-	// SendTokenData also puts the ids in the body as nvext.token_data.
+	// SendTokenData also puts the ids in the body as nvext.token_data
+	// (dynamo.kv.send_token_data).
 	Render, SendTokenData bool
-	// BlockSize, when set, is the block size workers must advertise.
+	// BlockSize, when set, is the block size workers must advertise: a
+	// pick of a worker whose card says otherwise is counted and logged
+	// (its overlaps were scored on other blocks than the operator meant).
 	BlockSize int
 }
 
@@ -64,7 +67,7 @@ func SettingsFrom(c *config.Config) Settings {
 		Buffered:      c.EPP.RequestBodyMode == config.BodyModeBuffered,
 		MaxBodyBytes:  int(c.Gateway.MaxBodyBytes),
 		Render:        c.Dynamo.KV.Enabled,
-		SendTokenData: c.Dynamo.KV.Enabled,
+		SendTokenData: c.Dynamo.KV.Enabled && c.Dynamo.KV.SendTokenData,
 		BlockSize:     c.EPP.KVCacheBlockSize,
 	}
 }
@@ -94,6 +97,8 @@ type Server struct {
 	opts     Options
 	settings atomic.Pointer[Settings]
 	ids      atomic.Uint64
+	// mismatchLogged: a block-size mismatch is logged once per process.
+	mismatchLogged atomic.Bool
 }
 
 // New makes a server routing with s.

@@ -29,6 +29,9 @@ type EPP struct {
 	// ServedElsewhere counts requests the gateway reports served by
 	// another endpoint than the one picked (a fallback or a subset).
 	ServedElsewhere prometheus.Counter
+	// BlockSizeMismatch counts picks of workers whose card's block size
+	// is not epp.kv_cache_block_size.
+	BlockSizeMismatch prometheus.Counter
 }
 
 func newEPP() EPP {
@@ -50,6 +53,10 @@ func newEPP() EPP {
 			Name: "switchyard_epp_served_elsewhere_total",
 			Help: "Requests the gateway reports served by another endpoint than the one picked.",
 		}),
+		BlockSizeMismatch: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_epp_block_size_mismatch_total",
+			Help: "Picks of a worker whose card's KV block size is not epp.kv_cache_block_size (DYN_KV_CACHE_BLOCK_SIZE).",
+		}),
 	}
 	for _, r := range eppResults {
 		e.Decisions.WithLabelValues(r)
@@ -58,7 +65,7 @@ func newEPP() EPP {
 }
 
 func (e EPP) collectors() []prometheus.Collector {
-	return []prometheus.Collector{e.Decisions, e.DecisionSeconds, e.Streams, e.ServedElsewhere}
+	return []prometheus.Collector{e.Decisions, e.DecisionSeconds, e.Streams, e.ServedElsewhere, e.BlockSizeMismatch}
 }
 
 // Decided counts one decision and how long it took.

@@ -154,6 +154,8 @@ func TestEPPSendsTokenData(t *testing.T) {
 	k := startKVStack(t, fleet.Spec{Aggregated: 3, Artifacts: arts}, func(cfg *config.Config) Options {
 		withEPP(cfg)
 		cfg.Dynamo.KV.PinnedArtifacts = pins
+		cfg.Dynamo.KV.SendTokenData = true
+		cfg.EPP.KVCacheBlockSize = 64 // the cards say 16: every pick counts a mismatch
 		// Workers publish load on change only: a quiet worker's sample
 		// must not go stale while the test waits between requests.
 		cfg.Dynamo.Load.MaxStaleness = config.Duration(time.Minute)
@@ -229,6 +231,7 @@ func TestEPPSendsTokenData(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, stayed, 2, "repeats on the worker holding the prompt's blocks")
+	require.Positive(t, metricValue(t, srv, "switchyard_epp_block_size_mismatch_total"))
 }
 
 type captured struct{ body, worker, mode string }
