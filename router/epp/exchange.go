@@ -218,6 +218,10 @@ func (x *exchange) decide(body []byte) error {
 		return x.refuse(metrics.EPPBadRequest, http.StatusBadRequest, "invalid_request_error",
 			"no model to route for: the body names none and no model name is configured")
 	}
+	if x.st.MaxInFlight > 0 && x.s.inFlight.Load() >= int64(x.st.MaxInFlight) {
+		return x.refuse(metrics.EPPShed, http.StatusTooManyRequests, "overloaded",
+			"the endpoint picker has "+strconv.Itoa(x.st.MaxInFlight)+" requests in flight; retry later")
+	}
 	req := picker.Request{ID: x.s.nextID(), Model: model, Namespaces: x.st.Namespaces, PromptTokens: in.PromptTokens,
 		Now: x.start, Route: route, MaxTokens: in.MaxTokens}
 	if x.st.Render && prompted && x.s.opts.Prompter != nil {
@@ -240,6 +244,7 @@ func (x *exchange) decide(body []byte) error {
 			"no eligible worker among the endpoints the gateway allows")
 	}
 	x.picked, x.req, x.sel, x.destination = true, req, sel, dest
+	x.s.inFlight.Add(1)
 
 	out := in.Body
 	if x.st.SendTokenData && prompted && len(req.Tokens) > 0 {
@@ -355,6 +360,7 @@ func (x *exchange) end(status string) {
 		return
 	}
 	x.ended = true
+	x.s.inFlight.Add(-1)
 	now := x.s.opts.Clock.Now()
 	x.s.opts.Picker.Ended(x.req, x.sel)
 	if x.s.opts.OnOutcome != nil {

@@ -48,6 +48,9 @@ type Settings struct {
 	Buffered bool
 	// MaxBodyBytes caps a request body; larger ones get 413.
 	MaxBodyBytes int
+	// MaxInFlight caps the routed requests not yet ended; past it a
+	// request is shed with 429 (gateway.max_in_flight).
+	MaxInFlight int
 	// Render tokenizes prompts for KV overlap (dynamo.kv.enabled);
 	// SendTokenData also puts the ids in the body as nvext.token_data
 	// (dynamo.kv.send_token_data).
@@ -66,6 +69,7 @@ func SettingsFrom(c *config.Config) Settings {
 		TargetPort:    c.EPP.TargetPort,
 		Buffered:      c.EPP.RequestBodyMode == config.BodyModeBuffered,
 		MaxBodyBytes:  int(c.Gateway.MaxBodyBytes),
+		MaxInFlight:   c.Gateway.MaxInFlight,
 		Render:        c.Dynamo.KV.Enabled,
 		SendTokenData: c.Dynamo.KV.Enabled && c.Dynamo.KV.SendTokenData,
 		BlockSize:     c.EPP.KVCacheBlockSize,
@@ -97,6 +101,8 @@ type Server struct {
 	opts     Options
 	settings atomic.Pointer[Settings]
 	ids      atomic.Uint64
+	// inFlight counts routed requests not yet ended.
+	inFlight atomic.Int64
 	// mismatchLogged: a block-size mismatch is logged once per process.
 	mismatchLogged atomic.Bool
 }

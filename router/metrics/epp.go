@@ -15,9 +15,10 @@ const (
 	EPPNoHost      = "no_host"       // the chosen worker advertises no address: 503
 	EPPOutOfSubset = "out_of_subset" // nothing eligible inside the gateway's subset hint: 503
 	EPPAborted     = "aborted"       // the stream ended before a decision
+	EPPShed        = "shed"          // too many requests in flight: 429
 )
 
-var eppResults = []string{EPPRouted, EPPUnavailable, EPPBadRequest, EPPTooLarge, EPPNoHost, EPPOutOfSubset, EPPAborted}
+var eppResults = []string{EPPRouted, EPPUnavailable, EPPBadRequest, EPPTooLarge, EPPNoHost, EPPOutOfSubset, EPPAborted, EPPShed}
 
 // EPP are the endpoint picker's collectors.
 type EPP struct {
@@ -38,7 +39,7 @@ func newEPP() EPP {
 	e := EPP{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_epp_decisions_total",
-			Help: "Endpoint-picker decisions by result (routed, unavailable, bad_request, too_large, no_host, out_of_subset, aborted).",
+			Help: "Endpoint-picker decisions by result (routed, unavailable, bad_request, too_large, no_host, out_of_subset, aborted, shed).",
 		}, []string{"result"}),
 		DecisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "switchyard_epp_decision_seconds",

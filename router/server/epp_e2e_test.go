@@ -304,3 +304,39 @@ func TestEPPServesTLSAndHealth(t *testing.T) {
 	_, err = healthpb.NewHealthClient(plain).Check(context.Background(), &healthpb.HealthCheckRequest{Service: epp.HealthLiveness})
 	require.Error(t, err, "a plaintext client cannot talk to the TLS listener")
 }
+
+// Past gateway.max_in_flight routed requests, the endpoint picker sheds
+// with an immediate 429; once the request in flight ends, requests route
+// again.
+func TestEPPShedsPastMaxInFlight(t *testing.T) {
+	k := startKVStack(t, fleet.Spec{Aggregated: 1}, func(cfg *config.Config) Options {
+		withEPP(cfg)
+		cfg.Gateway.MaxInFlight = 1
+		return Options{}
+	})
+	srv := k.srv
+	base := standIn(t, eppClient(t, srv.EPPAddr(), insecure.NewCredentials()), extproctest.Gateway{})
+	chat := fmt.Sprintf(`{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`, kvModel)
+	post := func() (int, string) {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(chat))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	worker := k.fl.Members()[0].ID()
+	require.NoError(t, k.fl.Stall(worker, true))
+	held := make(chan int, 1)
+	go func() { code, _ := post(); held <- code }()
+	eventually(t, "the held request in flight", func() bool {
+		return metricValue(t, srv, `switchyard_epp_decisions_total{result="routed"}`) == 1
+	})
+	code, body := post()
+	require.Equal(t, http.StatusTooManyRequests, code, body)
+	require.Contains(t, body, "overloaded")
+	require.NoError(t, k.fl.Stall(worker, false))
+	require.Equal(t, http.StatusOK, <-held)
+	code, body = post()
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, float64(1), metricValue(t, srv, `switchyard_epp_decisions_total{result="shed"}`))
+}
