@@ -135,3 +135,16 @@ func TestRequestHeadersTwiceRefuseTheStream(t *testing.T) {
 	require.Len(t, out, 1, "one request routed")
 	require.Empty(t, h.picks.balanced())
 }
+
+// Request headers after the body was routed (trailers first) are refused
+// the same way, the routed request ended.
+func TestRequestHeadersAfterTheBodyRefuseTheStream(t *testing.T) {
+	st := defaultSettings()
+	st.ModelName = testModel
+	h := newHarness(t, st, testTransports[:2]...)
+	out, err := h.processErr(t, requestTrailers(), requestHeaders(true, chatPath))
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	_, _, lb := routed(t, out)
+	require.Equal(t, "10.0.0.1:8000", lb)
+	require.Empty(t, h.picks.balanced())
+}
