@@ -8,7 +8,7 @@ CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreco
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
         ./router/kv/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
-.PHONY: build test test-deps envtest-assets vet fmt-check race demo bench fuzz clean
+.PHONY: build test test-deps envtest-assets grpcurl vet fmt-check race demo bench fuzz clean
 
 # The Kubernetes discovery tests run a real kube-apiserver and etcd
 # (envtest), built from the Go module proxy by hack/envtest/build.sh into a
@@ -16,6 +16,11 @@ CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreco
 # later runs find the binaries and skip it.
 export KUBEBUILDER_ASSETS ?= $(shell bash hack/envtest/build.sh --dir)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 120s
+
+# The endpoint picker's tests drive it with grpcurl, an independent gRPC
+# client built from the Go module proxy by hack/grpcurl/build.sh into a
+# cache folder outside the clone when missing (about a minute).
+export SWITCHYARD_GRPCURL ?= $(shell bash hack/grpcurl/build.sh --path)
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/switchyard ./cmd/switchyard
@@ -43,7 +48,10 @@ test-deps:
 envtest-assets:
 	@bash hack/envtest/build.sh >/dev/null
 
-test: test-deps envtest-assets fmt-check vet race
+grpcurl:
+	@bash hack/grpcurl/build.sh >/dev/null
+
+test: test-deps envtest-assets grpcurl fmt-check vet race
 	$(GO) test -count=1 $(call not_wallclock,./...)
 	$(GO) test -count=1 $(WALLCLOCK)
 
@@ -72,6 +80,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMetadata -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
+	$(GO) test -run '^$$' -fuzz FuzzExchange -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/epp/
+	$(GO) test -run '^$$' -fuzz FuzzApplyEPPVariables -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzIndex -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzBlockHashes -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
@@ -94,6 +104,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequests -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 	$(GO) test -run '^$$' -fuzz FuzzHashPodName -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
+	$(GO) test -run '^$$' -fuzz FuzzExchange -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/epp/
+	$(GO) test -run '^$$' -fuzz FuzzApplyEPPVariables -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
 
 clean:
 	rm -rf bin

@@ -16,4 +16,7 @@
 // Bodies arrive FULL_DUPLEX_STREAMED (Envoy's reference configuration for
 // inference pools) or BUFFERED; the gateway announces its mode in its
 // first message (protocol_config), else the configured mode is assumed.
+// A stream carries one request: request headers that come twice, or after
+// the body was routed, refuse the stream (InvalidArgument) rather than
+// route a second request over the first one's open dispatch.
 package epp

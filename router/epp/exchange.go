@@ -65,6 +65,7 @@ type exchange struct {
 	buffered, modeKnown, streamedResponse bool
 
 	start        time.Time
+	headersSeen  bool
 	path         string
 	remove       []string
 	subset       []string
@@ -138,7 +139,18 @@ func headerValue(h *corev3.HeaderValue) string {
 	return h.GetValue()
 }
 
+// errOneRequest refuses a stream whose request headers come twice, or
+// after its body was routed: they would route a second request and leave
+// the first one's dispatch accounting open for good.
+var errOneRequest = status.Error(codes.InvalidArgument,
+	"an ext_proc stream carries one request: its request headers came twice or after its body")
+
 func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if x.headersSeen || x.decided {
+		x.s.opts.Log.Warn("ext_proc stream refused", "error", errOneRequest)
+		return errOneRequest
+	}
+	x.headersSeen = true
 	x.start = x.s.opts.Clock.Now()
 	if !x.modeKnown {
 		x.streamedResponse = !x.buffered
