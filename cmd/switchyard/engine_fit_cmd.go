@@ -59,7 +59,7 @@ func newEngineFitCmd() *cobra.Command {
 	fl.IntVar(&f.maxEvals, "max-evals", 300, "loss evaluations (simulations of every experiment) per fit")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the synthesized prompts and arrivals")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "experiment ids to leave out")
-	fl.StringSliceVar(&f.params, "params", perf.FitParams, "coefficients to fit (allreduce_us and allreduce_step_us need experiments at more than one TP size)")
+	fl.StringSliceVar(&f.params, "params", perf.FitParams, "coefficients to fit (allreduce_us and allreduce_step_us need experiments at more than one TP size, pcie_collective_us experiments on PCIe-linked GPUs)")
 	fl.StringVar(&f.date, "date", "", "date recorded in the fit record, YYYY-MM-DD (default: today, UTC)")
 	fl.BoolVar(&f.lodo, "lodo", false, "leave-one-deployment-out validation instead of one fit")
 	return cmd
