@@ -120,9 +120,9 @@ func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
 	want := truth.Timing().StepTime(s).Seconds()
 	start := truth
 	start.Coefficients.PCIeCollectiveUs = 0
-	var first float64
+	first := -1.0 // the latency of the first candidate evaluated
 	loss := func(p Profile) (float64, error) {
-		if first == 0 {
+		if first < 0 {
 			first = p.Coefficients.PCIeCollectiveUs
 		}
 		e := p.Timing().StepTime(s).Seconds()/want - 1
