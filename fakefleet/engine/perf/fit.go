@@ -105,10 +105,11 @@ func cmpFloat(a, b float64) int {
 var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
 	"step_overhead_us", "seq_overhead_us", "allreduce_us", "request_ms"}
 
-// AllFitParams names every parameter Fit can adjust: FitParams and the
-// ring all-reduce's per-step latency, which is fitted only on request so
-// that a fit of the earlier parameters stays the same fit.
-var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us")
+// AllFitParams names every parameter Fit can adjust: FitParams, the ring
+// all-reduce's per-step latency and the PCIe collective latency, which
+// are fitted only on request so that a fit of the earlier parameters
+// stays the same fit.
+var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us", "pcie_collective_us")
 
 // DefaultFitParams are the parameters Fit adjusts unless told otherwise:
 // all but allreduce_us and allreduce_step_us. For one TP size the all-reduce latency is a fixed
@@ -138,6 +139,8 @@ func field(p *Profile, name string) (*float64, bool) {
 		return &c.AllReduceUs, false
 	case "allreduce_step_us":
 		return &c.AllReduceStepUs, false
+	case "pcie_collective_us":
+		return &c.PCIeCollectiveUs, false
 	case "request_ms":
 		return &p.Overheads.RequestMs, false
 	}
@@ -175,6 +178,12 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	// An unset KV efficiency means the weights' one: start the search
 	// there rather than at the edge of (0, 1).
 	start.Coefficients.KVBandwidthEfficiency = start.Coefficients.kvBandwidthEfficiency()
+	// A PCIe collective latency a profile leaves unset is off; fitting it
+	// from zero would take the search's first steps below a microsecond,
+	// so it starts from the generic value.
+	if slices.Contains(params, "pcie_collective_us") && start.Coefficients.PCIeCollectiveUs == 0 {
+		start.Coefficients.PCIeCollectiveUs = DefaultCoefficients.PCIeCollectiveUs
+	}
 	x0 := make([]float64, len(params))
 	step := make([]float64, len(params))
 	for i, name := range params {

@@ -111,3 +111,31 @@ func TestFitErrors(t *testing.T) {
 		t.Fatalf("a loss error must end the fit: %v", err)
 	}
 }
+
+func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
+	truth := testProfile()
+	truth.TP, truth.GPU.Interconnect = 2, "PCIe Gen4 x16"
+	truth.Coefficients.PCIeCollectiveUs = 150
+	s := decode(1000, 2000)
+	want := truth.Timing().StepTime(s).Seconds()
+	start := truth
+	start.Coefficients.PCIeCollectiveUs = 0
+	first := -1.0 // the latency of the first candidate evaluated
+	loss := func(p Profile) (float64, error) {
+		if first < 0 {
+			first = p.Coefficients.PCIeCollectiveUs
+		}
+		e := p.Timing().StepTime(s).Seconds()/want - 1
+		return e * e, nil
+	}
+	got, err := Fit(start, loss, FitOptions{Params: []string{"pcie_collective_us"}, MaxEvals: 200, Tol: 1e-12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != DefaultCoefficients.PCIeCollectiveUs {
+		t.Errorf("the search started at %v µs, want the generic %v", first, DefaultCoefficients.PCIeCollectiveUs)
+	}
+	if v := got.Coefficients.PCIeCollectiveUs; math.Abs(v/150-1) > 0.01 {
+		t.Errorf("pcie_collective_us = %v, want 150", v)
+	}
+}

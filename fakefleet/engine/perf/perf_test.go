@@ -185,6 +185,88 @@ func TestProfileWithoutRingStepPricesAsBefore(t *testing.T) {
 	}
 }
 
+func pcieGPU() GPUSpec {
+	g := testGPU()
+	g.Interconnect = "PCIe Gen5 x16"
+	return g
+}
+
+func TestPCIeCollectiveLatencyPricesAllReducesOverPCIe(t *testing.T) {
+	c := unit
+	c.AllReduceUs, c.AllReduceStepUs, c.PCIeCollectiveUs = 5, 1, 100
+	two := newRoofline(denseModel(), pcieGPU(), 2, 1, c).StepTime(decode(1000))
+	// 64 all-reduces at the PCIe latency alone (no ring steps on top), and
+	// half of one token's 8 KiB activations at PCIe Gen5's 64 GB/s.
+	comm := 64 * (100e-6 + 4096*2/64e9)
+	near(t, "TP2 decode over PCIe", two, 7.5904e9*2/2/2e12+1001*131072/2/2e12+comm)
+	// Over NVLink the PCIe latency plays no part.
+	nvlink := newRoofline(denseModel(), testGPU(), 2, 1, c).StepTime(decode(1000))
+	near(t, "TP2 decode over NVLink", nvlink, 7.5904e9*2/2/2e12+1001*131072/2/2e12+64*(7e-6+4096*2/450e9))
+}
+
+func TestExpertParallelAllToAllsOverPCIe(t *testing.T) {
+	c := unit
+	c.PCIeCollectiveUs = 100
+	m := moeModel()
+	s := decode(make([]int, 64)...) // 64 sequences with no context: weights only
+	with := newRoofline(m, pcieGPU(), 1, 2, c).StepTime(s)
+	c.PCIeCollectiveUs = 0
+	without := newRoofline(m, pcieGPU(), 1, 2, c).StepTime(s)
+	// 2 all-to-alls per MoE layer (32): each 100 µs and, of 64 tokens'
+	// activations to 2 experts each, the half bound for the other GPU at
+	// 64 GB/s.
+	want := 64 * (100e-6 + 64*2*0.5*4096*2/64e9)
+	near(t, "all-to-alls of an EP2 decode", with-without, want)
+	// No expert parallelism, or NVLink: nothing is added.
+	c.PCIeCollectiveUs = 100
+	if a, b := newRoofline(m, pcieGPU(), 1, 1, c).StepTime(s), newRoofline(m, pcieGPU(), 1, 1, unit).StepTime(s); a != b {
+		t.Errorf("one rank: %v with the PCIe latency, %v without", a, b)
+	}
+	if a, b := newRoofline(m, testGPU(), 1, 2, c).StepTime(s), newRoofline(m, testGPU(), 1, 2, unit).StepTime(s); a != b {
+		t.Errorf("EP over NVLink: %v with the PCIe latency, %v without", a, b)
+	}
+}
+
+func TestProfileWithoutPCIeCollectivePricesAsBefore(t *testing.T) {
+	p := testProfile()
+	p.Model, p.GPU, p.DP, p.ExpertParallel = moeModel(), pcieGPU(), 2, true
+	p.Coefficients.PCIeCollectiveUs = 0
+	data, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "pcie_collective_us") {
+		t.Fatalf("an unset PCIe latency is written out:\n%s", data)
+	}
+	back, err := ParseProfile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One rank of an EP2 group on PCIe, no tensor parallelism: without the
+	// latency nothing but the step's own compute, reads and overheads.
+	s := decode(make([]int, 64)...)
+	c := back.Coefficients
+	c.AllReduceUs = 0
+	if got, want := back.Timing().StepTime(s), newRoofline(moeModel(), pcieGPU(), 1, 2, c).StepTime(s); got != want {
+		t.Fatalf("EP2 step %v, want %v (no all-to-all priced)", got, want)
+	}
+	p.TP, p.DP, p.ExpertParallel = 2, 1, false
+	data, _ = p.Marshal()
+	back, err = ParseProfile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TP2 over PCIe: the all-reduces at allreduce_us (10 µs), as before.
+	c.AllReduceUs = 10
+	if got, want := back.Timing().StepTime(s), newRoofline(moeModel(), pcieGPU(), 2, 1, c).StepTime(s); got != want {
+		t.Fatalf("TP2 step %v, want %v", got, want)
+	}
+	c.AllReduceUs = 0
+	if got, noLatency := back.Timing().StepTime(s), newRoofline(moeModel(), pcieGPU(), 2, 1, c).StepTime(s); got-noLatency != 64*10*time.Microsecond {
+		t.Fatalf("TP2 all-reduce latency %v, want 640µs", got-noLatency)
+	}
+}
+
 func TestMoEReadsOnlyTouchedExperts(t *testing.T) {
 	r := newRoofline(moeModel(), testGPU(), 1, 1, unit)
 	expert := 32 * 3 * 4096 * 8192 * 2.0 // bytes of one expert in every layer
@@ -306,6 +388,7 @@ func TestProfileRoundTripAndErrors(t *testing.T) {
 		{"unknown GPU", `"hbm_bandwidth_tbps": 2`, `"hbm_bandwidth_tbps": null`},
 		{"negative overhead", `"request_ms": 0`, `"request_ms": -1`},
 		{"negative ring step", `"allreduce_us": 10`, `"allreduce_us": 10, "allreduce_step_us": -1`},
+		{"negative PCIe latency", `"pcie_collective_us": 50`, `"pcie_collective_us": -1`},
 		{"trailing data", "}\n", "} {}\n"},
 	}
 	for _, b := range bad {

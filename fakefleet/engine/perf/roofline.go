@@ -39,6 +39,15 @@ type Coefficients struct {
 	// TP4 and TP8 too low. It adds to AllReduceUs; 0 (absent) keeps
 	// profiles written before it pricing as they did.
 	AllReduceStepUs float64 `json:"allreduce_step_us,omitempty"`
+	// PCIeCollectiveUs is the fixed latency of one collective between GPUs
+	// joined by PCIe rather than NVLink: a tensor-parallel all-reduce, or
+	// one of the two all-to-alls (dispatch and combine) an expert-parallel
+	// group runs per MoE layer. Collectives over PCIe cost several times
+	// those over NVLink, so one latency for both links prices PCIe
+	// deployments far too fast. 0 (absent) keeps profiles written before
+	// it pricing as they did: PCIe all-reduces at AllReduceUs and
+	// expert-parallel all-to-alls not priced.
+	PCIeCollectiveUs float64 `json:"pcie_collective_us,omitempty"`
 }
 
 // allReduceLatency is the latency of one all-reduce over tp GPUs in
@@ -53,6 +62,7 @@ func (c Coefficients) allReduceLatency(tp int) float64 {
 var DefaultCoefficients = Coefficients{
 	MatmulEfficiency: 0.6, AttentionEfficiency: 0.4, BandwidthEfficiency: 0.8,
 	KVBandwidthEfficiency: 0.8, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
+	PCIeCollectiveUs: 50,
 }
 
 // kvBandwidthEfficiency is KVBandwidthEfficiency, or BandwidthEfficiency
@@ -82,6 +92,9 @@ type Roofline struct {
 	allReduces             float64 // per step: 2 per layer, 0 at TP 1
 	allReduceFixed         float64 // seconds per all-reduce
 	allReduceBytesPerTok   float64 // seconds per step token per all-reduce
+	allToAlls              float64 // per step: 2 per MoE layer with expert parallelism over PCIe
+	allToAllFixed          float64 // seconds per all-to-all
+	allToAllBytesPerTok    float64 // seconds per step token per all-to-all
 	stepOverhead           float64 // seconds
 	seqOverhead            float64 // seconds
 }
@@ -116,8 +129,27 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 		r.allReduceFixed = c.allReduceLatency(tp)
 		// A ring all-reduce sends 2(n−1)/n of the 16-bit activations.
 		r.allReduceBytesPerTok = 2 * (group - 1) / group * float64(m.HiddenSize) * 2 / g.linkBandwidth()
+		if g.onPCIe() && c.PCIeCollectiveUs > 0 {
+			r.allReduceFixed = c.PCIeCollectiveUs * 1e-6
+		}
 	}
+	r.priceExpertAllToAll(m, g, ep, c)
 	return r
+}
+
+// priceExpertAllToAll sets the all-to-alls of expert parallelism over
+// PCIe: per MoE layer one dispatches every token's 16-bit activations to
+// its k experts and one combines the results, the share (ep−1)/ep of them
+// crossing to another GPU. They are priced only with PCIeCollectiveUs set
+// (see Coefficients); over NVLink they are not priced.
+func (r *Roofline) priceExpertAllToAll(m ModelSpec, g GPUSpec, ep int, c Coefficients) {
+	if ep <= 1 || m.MoE == nil || !g.onPCIe() || c.PCIeCollectiveUs <= 0 {
+		return
+	}
+	n := float64(ep)
+	r.allToAlls = 2 * float64(m.moeLayers())
+	r.allToAllFixed = c.PCIeCollectiveUs * 1e-6
+	r.allToAllBytesPerTok = float64(m.MoE.ExpertsPerToken) * (n - 1) / n * float64(m.HiddenSize) * 2 / g.linkBandwidth()
 }
 
 // StepTime prices one step of the rank.
@@ -140,7 +172,7 @@ func (r *Roofline) StepTime(s engine.Step) time.Duration {
 	t := float64(tokens)
 	compute := (2*r.bodyActiveParams*t+2*r.lmHeadParams*seqs)/r.linearFlops + r.attnFlopsPerPair*pairs/r.attnFlops
 	memory := r.weightBytes(t)/r.memBandwidth + kvTokens*r.kvBytesPerTokenPerGPU/r.kvBandwidth
-	comm := r.allReduces * (r.allReduceFixed + r.allReduceBytesPerTok*t)
+	comm := r.allReduces*(r.allReduceFixed+r.allReduceBytesPerTok*t) + r.allToAlls*(r.allToAllFixed+r.allToAllBytesPerTok*t)
 	sec := max(compute, memory) + comm + r.stepOverhead + r.seqOverhead*seqs
 	// A profile's numbers are user input: never let them overflow.
 	if !(sec < maxStepSeconds) {

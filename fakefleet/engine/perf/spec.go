@@ -197,4 +197,10 @@ func (g GPUSpec) linkBandwidth() float64 {
 	return 32e9
 }
 
+// onPCIe says whether the GPUs are joined by PCIe: every link the
+// Interconnect text does not name as NVLink (linkBandwidth's guess too).
+func (g GPUSpec) onPCIe() bool {
+	return !strings.Contains(strings.ToLower(g.Interconnect), "nvlink")
+}
+
 func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
