@@ -114,7 +114,7 @@ func testPrompter(b *testing.B) *prompt.Service {
 
 // chatBody is a chat completions body of about size bytes: a system
 // prompt and alternating turns of prose.
-func chatBody(b *testing.B, size int) []byte {
+func benchChatBody(b *testing.B, size int) []byte {
 	b.Helper()
 	prose := "The endpoint picker reads the whole body before it answers, renders the conversation with the " +
 		"model's chat template, tokenizes it and asks which worker holds the longest prefix of its blocks. "
@@ -351,7 +351,7 @@ func checkForwarded(b *testing.B, client extprocv3.ExternalProcessorClient, body
 // reports that time's p50 and p99.
 func BenchmarkDecisionLatency(b *testing.B) {
 	for _, size := range []int{4 << 10, 220 << 10} {
-		body := chatBody(b, size)
+		body := benchChatBody(b, size)
 		for _, c := range decisionCases {
 			b.Run(fmt.Sprintf("%s/%dKiB", c.name, size>>10), func(b *testing.B) {
 				client := serve(b, c.make(b))
@@ -393,7 +393,7 @@ const concurrentStreams = 64
 // (picks/s/core). Client and server share the process, so both count the
 // gateway side's work as well: the picker alone does better.
 func BenchmarkPicksPerCore(b *testing.B) {
-	body := chatBody(b, 512)
+	body := benchChatBody(b, 512)
 	for _, c := range decisionCases {
 		b.Run(c.name, func(b *testing.B) {
 			client := serve(b, c.make(b))
