@@ -116,3 +116,68 @@ func BenchmarkBaselineFullBuild16k(b *testing.B) {
 		}
 	}
 }
+
+// channelRecords are worker i's two event channels (kv_metrics and
+// kv-events), each with its own publisher id, as a dynamo.vllm worker
+// registers them.
+func channelRecords(i int) []events.DiscoveryRecord {
+	id := 0x100000 + i
+	out := make([]events.DiscoveryRecord, 0, 2)
+	for j, topic := range []string{"kv_metrics", "kv-events"} {
+		pub := 0x800000 + 2*i + j
+		key := fmt.Sprintf("v1/event_channels/namespace/dynamo/component/decode/endpoint/generate/topic/%s/%x", topic, pub)
+		out = append(out, put("dynamo", key, channelJSON(topic, pub, fmt.Sprintf("tcp://10.0.%d.%d:41000", id>>8&0xff, id&0xff)), t0).DiscoveryRecord)
+	}
+	return out
+}
+
+// channelWorkers is how many workers' channels fit the event-channel
+// keyspace's ceiling (MaxRecordsPerKeyspace) at two channels each.
+const channelWorkers = MaxRecordsPerKeyspace / 2
+
+// channelFleet is fleetRecords(n) with the two event channels of its first
+// channelWorkers workers: a full event-channel keyspace.
+func channelFleet(n int) []events.DiscoveryRecord {
+	out := fleetRecords(n)
+	for i := 0; i < channelWorkers; i++ {
+		out = append(out, channelRecords(i)...)
+	}
+	return out
+}
+
+// BenchmarkChannelChange16k measures one worker's event channels leaving
+// or coming back, as a readiness flip reported by the Kubernetes metadata
+// source does, at 16,384 workers: two of the 16,384 publishers the
+// event-channel keyspace holds at its ceiling change, the reducer updates
+// its view and the registry compares and swaps it.
+func BenchmarkChannelChange16k(b *testing.B) {
+	const n = 16384
+	reg := NewRegistry()
+	f := NewFollower(NewReducer(nil, nil), reg)
+	f.Apply([]events.Event{events.DiscoveryResync{At: t0, Namespace: "dynamo", Records: channelFleet(n)}})
+	if got := len(reg.Snapshot().Publishers); got != 2*channelWorkers {
+		b.Fatalf("%d publishers", got)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		at := t0.Add(time.Duration(i))
+		chans := channelRecords((i / 2 * 7919) % channelWorkers) // a spread of workers, each out and back
+		batch := make([]events.Event, 0, len(chans))
+		for _, c := range chans {
+			if i%2 == 0 {
+				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: "dynamo", Keyspace: c.Keyspace, Key: c.Key})
+			} else {
+				batch = append(batch, events.DiscoveryPut{At: at, Namespace: "dynamo", DiscoveryRecord: c})
+			}
+		}
+		f.Apply(batch)
+	}
+	b.StopTimer()
+	if want := 2*channelWorkers - 2*(b.N%2); len(reg.Snapshot().Publishers) != want {
+		b.Fatalf("%d publishers, want %d", len(reg.Snapshot().Publishers), want)
+	}
+	if reg.Generation() < uint64(b.N) {
+		b.Fatalf("generation %d after %d changes", reg.Generation(), b.N)
+	}
+}

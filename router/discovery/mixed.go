@@ -21,9 +21,17 @@ type roleCounts struct{ prefill, decode, aggregated int }
 // it stays mixed.
 type mixedWatch struct {
 	warned map[nsModel]bool
+	// seen is the worker list last observed: a publish that changed only
+	// publishers shares it, and walking 16,384 workers again would find
+	// nothing new.
+	seen []*Worker
 }
 
 func (m *mixedWatch) observe(log *slog.Logger, v *View) {
+	if sameSlice(m.seen, v.Workers) {
+		return
+	}
+	m.seen = v.Workers
 	counts := map[nsModel]*roleCounts{}
 	for _, w := range v.Workers {
 		if w.Model == "" {
@@ -73,4 +81,10 @@ func (m *mixedWatch) observe(log *slog.Logger, v *View) {
 			"namespace", k.namespace, "model", k.model,
 			"prefill", c.prefill, "decode", c.decode, "aggregated", c.aggregated)
 	}
+}
+
+// sameSlice reports whether a and b are the same slice of the same array:
+// the reducer reuses its worker list when no worker changed.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // Record templates the property tests draw from: valid workers, cards that
-// join, disagree or collide, channels, and garbage.
+// join, disagree or collide, channels of two topics (publisher ids collide
+// across keys and topics), and garbage.
 var valueTemplates = []func(id int) any{
 	func(id int) any { return endpointJSON("decode", "generate", id) },
 	func(id int) any { return endpointJSON("prefill", "generate", fmt.Sprintf("%x", id)) },
@@ -27,6 +28,7 @@ var valueTemplates = []func(id int) any{
 		return cardJSON("", "", id, map[string]any{"display_name": "legacy", "worker_type": "aggregated"})
 	},
 	func(id int) any { return channelJSON("kv_metrics", id, "tcp://127.0.0.1:9") },
+	func(id int) any { return channelJSON("kv-events", id, "tcp://127.0.0.1:8") },
 	func(id int) any { return "{garbage" },
 }
 
@@ -36,6 +38,7 @@ var keyTemplates = []string{
 	"v1/mdc/ns/decode/generate/%x",
 	"v1/mdc/ns/x/y/%x",
 	"v1/event_channels/namespace/ns/topic/kv_metrics/%x",
+	"v1/event_channels/namespace/ns/topic/kv-events/%x",
 }
 
 type op struct {

@@ -118,9 +118,12 @@ type Reducer struct {
 	// Identities touched since the last View.
 	dirtyWorkers    map[WorkerKey]struct{}
 	dirtyCards      map[cardKey]struct{}
-	dirtyPublishers bool
+	dirtyPublishers map[publisherKey]struct{}
 
-	workers   map[WorkerKey]*Worker
+	workers map[WorkerKey]*Worker
+	// published mirrors the view's publishers by identity, so a channel
+	// change splices the sorted list instead of rebuilding it.
+	published map[publisherKey]*Publisher
 	firstSeen map[WorkerKey]time.Time
 	view      *View
 
@@ -154,7 +157,9 @@ func NewReducer(log *slog.Logger, count func(kind string)) *Reducer {
 		publishers:       map[publisherKey]keySet{},
 		dirtyWorkers:     map[WorkerKey]struct{}{},
 		dirtyCards:       map[cardKey]struct{}{},
+		dirtyPublishers:  map[publisherKey]struct{}{},
 		workers:          map[WorkerKey]*Worker{},
+		published:        map[publisherKey]*Publisher{},
 		firstSeen:        map[WorkerKey]time.Time{},
 		view:             &View{},
 		loggedGenerate:   map[WorkerKey]string{},
@@ -322,8 +327,9 @@ func (r *Reducer) walkIdentities(key string, h *held, add bool) {
 		r.dirtyCards[ck] = struct{}{}
 		r.dirtyWorkers[WorkerKey{h.namespace, c.instanceID}] = struct{}{}
 	case h.rec.channel != nil:
-		setMember(r.publishers, publisherKey{h.namespace, h.rec.channel.PublisherID}, key, add)
-		r.dirtyPublishers = true
+		pk := publisherKey{h.namespace, h.rec.channel.PublisherID}
+		setMember(r.publishers, pk, key, add)
+		r.dirtyPublishers[pk] = struct{}{}
 	}
 }
 
@@ -349,7 +355,7 @@ func (r *Reducer) Len(ks events.Keyspace) int { return len(r.keys[ks]) }
 // View materializes the fleet. Only identities touched since the last call
 // are recomputed; with nothing touched the same *View is returned.
 func (r *Reducer) View() *View {
-	if len(r.dirtyWorkers) == 0 && len(r.dirtyCards) == 0 && !r.dirtyPublishers {
+	if len(r.dirtyWorkers) == 0 && len(r.dirtyCards) == 0 && len(r.dirtyPublishers) == 0 {
 		return r.view
 	}
 	for ck := range r.dirtyCards {
@@ -363,9 +369,8 @@ func (r *Reducer) View() *View {
 	if len(r.dirtyWorkers) > 0 {
 		next.Workers = r.updateWorkers()
 	}
-	if r.dirtyPublishers {
-		next.Publishers = r.collectPublishers()
-		r.dirtyPublishers = false
+	if len(r.dirtyPublishers) > 0 {
+		next.Publishers = r.updatePublishers()
 	}
 	r.view = next
 	return next
@@ -506,36 +511,90 @@ func (r *Reducer) logRelease(wk WorkerKey, release string) {
 		"instance_id", fmt.Sprintf("%x", wk.InstanceID), "release", release)
 }
 
-func (r *Reducer) collectPublishers() []*Publisher {
-	out := make([]*Publisher, 0, len(r.publishers))
-	for pk, keys := range r.publishers {
-		checkConflict(r, r.loggedPublishers, pk, keys, "publisher", func() string {
-			return fmt.Sprintf("%s/%x", pk.namespace, pk.id)
-		})
-		if len(keys) != 1 {
+// updatePublishers recomputes the dirty publisher identities and splices
+// them into a copy of the sorted publisher list (published views are never
+// mutated), as updateWorkers does for workers.
+func (r *Reducer) updatePublishers() []*Publisher {
+	var gone, added []*Publisher
+	for pk := range r.dirtyPublishers {
+		p := r.buildPublisher(pk)
+		prev := r.published[pk]
+		if p == prev {
 			continue
 		}
-		for k := range keys {
-			out = append(out, r.keys[events.EventChannels][k].rec.channel)
+		if prev != nil {
+			gone = append(gone, prev)
+			delete(r.published, pk)
+		}
+		if p != nil {
+			added = append(added, p)
+			r.published[pk] = p
 		}
 	}
-	// Forget conflicts whose records have all gone.
-	for pk := range r.loggedPublishers {
-		if _, ok := r.publishers[pk]; !ok {
-			delete(r.loggedPublishers, pk)
-		}
+	clear(r.dirtyPublishers)
+	if len(gone) == 0 && len(added) == 0 {
+		return r.view.Publishers
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
+	sort.Slice(gone, func(i, j int) bool { return publisherLess(gone[i], gone[j]) })
+	sort.Slice(added, func(i, j int) bool { return publisherLess(added[i], added[j]) })
+	return splicePublishers(r.view.Publishers, gone, added)
+}
+
+// splicePublishers copies the sorted list old without gone and with added
+// (both sorted), finding each change by binary search so that the
+// unchanged runs are copied rather than compared. Every gone publisher is
+// in old, and no two identities share a sort key.
+func splicePublishers(old, gone, added []*Publisher) []*Publisher {
+	out := make([]*Publisher, 0, len(old)-len(gone)+len(added))
+	next := 0 // old[next:] is still to copy
+	at := func(p *Publisher) int {
+		return next + sort.Search(len(old)-next, func(i int) bool { return !publisherLess(old[next+i], p) })
+	}
+	g, a := 0, 0
+	for g < len(gone) || a < len(added) {
+		if g < len(gone) && (a == len(added) || publisherLess(gone[g], added[a])) {
+			i := at(gone[g])
+			out = append(out, old[next:i]...)
+			next = i + 1 // old[i] is gone[g]
+			g++
+			continue
 		}
-		if a.Topic != b.Topic {
-			return a.Topic < b.Topic
-		}
-		return a.PublisherID < b.PublisherID
+		// An identity replaced in place: its new value goes before the old,
+		// which the next step drops.
+		i := at(added[a])
+		out = append(append(out, old[next:i]...), added[a])
+		next = i
+		a++
+	}
+	return append(out, old[next:]...)
+}
+
+// buildPublisher is the publisher of one identity, or nil when no single
+// record claims it.
+func (r *Reducer) buildPublisher(pk publisherKey) *Publisher {
+	keys := r.publishers[pk]
+	checkConflict(r, r.loggedPublishers, pk, keys, "publisher", func() string {
+		return fmt.Sprintf("%s/%x", pk.namespace, pk.id)
 	})
-	return out
+	if len(keys) != 1 {
+		return nil
+	}
+	for k := range keys {
+		return r.keys[events.EventChannels][k].rec.channel
+	}
+	return nil
+}
+
+// publisherLess orders publishers by namespace, topic, then publisher id;
+// an identity (namespace, publisher id) has one place.
+func publisherLess(a, b *Publisher) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	if a.Topic != b.Topic {
+		return a.Topic < b.Topic
+	}
+	return a.PublisherID < b.PublisherID
 }
 
 // checkConflict logs and counts an identity claimed by several keys, once

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -368,4 +369,50 @@ func TestResetForgetsFirstSeen(t *testing.T) {
 	fresh := fold(NewReducer(nil, nil), put("dynamo", key, endpointJSON("decode", "generate", 10), t1))
 	require.Equal(t, t1, v.Workers[0].FirstSeen)
 	require.True(t, sameView(fresh, v))
+}
+
+// Publishers are spliced into the view as they change; the view stays in
+// (namespace, topic, publisher id) order and equals a fresh fold of what
+// is held, across namespaces, topic changes and conflicts.
+func TestPublishersStaySortedAsTheyChange(t *testing.T) {
+	r := NewReducer(nil, nil)
+	key := func(ns, topic string, id int) string {
+		return fmt.Sprintf("v1/event_channels/namespace/%s/topic/%s/%x", ns, topic, id)
+	}
+	held := map[string]events.DiscoveryPut{}
+	step := func(evs ...events.Event) {
+		t.Helper()
+		for _, e := range evs {
+			switch e := e.(type) {
+			case events.DiscoveryPut:
+				held[e.Key] = e
+			case events.DiscoveryDelete:
+				delete(held, e.Key)
+			}
+		}
+		v := fold(r, evs...)
+		require.True(t, sort.SliceIsSorted(v.Publishers, func(i, j int) bool {
+			return publisherLess(v.Publishers[i], v.Publishers[j])
+		}))
+		fresh := NewReducer(nil, nil)
+		for _, p := range held {
+			fresh.Apply(p)
+		}
+		require.Equal(t, timeless(fresh.View()), timeless(v))
+	}
+	for _, ns := range []string{"b", "a", "c"} {
+		for id := 5; id > 0; id-- {
+			step(put(ns, key(ns, "kv_metrics", id), channelJSON("kv_metrics", id, "tcp://10.0.0.1:1"), t0),
+				put(ns, key(ns, "kv-events", id+100), channelJSON("kv-events", id+100, "tcp://10.0.0.1:2"), t0))
+		}
+	}
+	require.Len(t, r.View().Publishers, 30)
+	step(del("a", key("a", "kv_metrics", 3), t0), del("c", key("c", "kv-events", 101), t0))
+	// Publisher 4 of namespace b moves topic under the same key: it moves in the order.
+	step(put("b", key("b", "kv_metrics", 4), channelJSON("kv-events", 4, "tcp://10.0.0.1:3"), t0))
+	// A second key claims publisher 2 of namespace a: both are refused, then one survives.
+	step(put("a", key("a", "kv-events", 2), channelJSON("kv_metrics", 2, "tcp://10.0.0.1:4"), t0))
+	step(del("a", key("a", "kv_metrics", 2), t0))
+	step(put("a", key("a", "kv_metrics", 3), channelJSON("kv_metrics", 3, "tcp://10.0.0.1:1"), t0))
+	require.Len(t, r.View().Publishers, 29)
 }

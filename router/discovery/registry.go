@@ -88,7 +88,7 @@ func (r *Registry) Publish(v *View, at time.Time) (uint64, bool) {
 
 func sameView(a, b *View) bool {
 	return slices.EqualFunc(a.Workers, b.Workers, sameWorker) &&
-		slices.EqualFunc(a.Publishers, b.Publishers, func(x, y *Publisher) bool { return *x == *y })
+		slices.EqualFunc(a.Publishers, b.Publishers, func(x, y *Publisher) bool { return x == y || *x == *y })
 }
 
 func sameWorker(a, b *Worker) bool {

@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"switchyard/router/discovery"
 	"switchyard/router/kv"
 	"switchyard/router/load"
 )
@@ -73,7 +72,9 @@ type kvPolicy struct {
 	// for (outside 16..65536, or a third size for one request).
 	unsupported func(model string, blockSize int)
 	model       string
-	// disagg: the request's decode pool holds a decode worker.
+	// disagg: a prefill pool serves the request. Decode workers with no
+	// prefill pool beside them prefill locally, as aggregated ones do, so
+	// they are scored by overlap too.
 	disagg bool
 }
 
@@ -81,8 +82,8 @@ type kvPolicy struct {
 // candidates, or aggregated ones when the model has no prefill/decode
 // pool, are scored with Dynamo's worker_logit formula, crediting the
 // prompt blocks each rank already holds according to tracker; decode
-// ranks of a disaggregated pair use the load-only rule unless conditional
-// disaggregation is on. seed feeds softmax sampling (temperature > 0).
+// ranks of a disaggregated pair (a prefill pool serves the request) use
+// the load-only rule unless conditional disaggregation is on. seed feeds softmax sampling (temperature > 0).
 // kvCount receives each selection's kv result.
 func NewKVAware(store *load.Store, tracker *kv.Tracker, o KVOptions, seed uint64, count func(role, reason string), kvCount func(string)) *Scheduler {
 	return newScheduler(store, count, newKVPolicy(tracker, o, seed, kvCount, nil))
@@ -116,8 +117,8 @@ func (s *Scheduler) SetKVOptions(o KVOptions) {
 // looks up every rank's cached prefix.
 func (k *kvPolicy) prepare(req Request, pools *pools) {
 	k.disagg = false
-	for i := range pools.decode {
-		k.disagg = k.disagg || pools.decode[i].w.Role == discovery.RoleDecode
+	for _, ns := range req.Namespaces {
+		k.disagg = k.disagg || len(pools.prefill[ns]) > 0
 	}
 	clear(k.overlap)
 	k.sizes = [maxBlockSizes]int{}

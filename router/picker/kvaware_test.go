@@ -124,6 +124,26 @@ func TestPrefillPoolScoredByOverlapDecodeByLoad(t *testing.T) {
 	require.Equal(t, ReasonKVAware, sel.PrefillReason)
 }
 
+func TestDecodeOnlyPoolIsScoredByOverlap(t *testing.T) {
+	// Decode workers with no prefill pool beside them prefill locally
+	// (no_prefill_pool), so their own cache saves them the prompt's
+	// prefill, as on an aggregated fleet.
+	d1, d2, d3 := worker("ns", 1, discovery.RoleDecode), worker("ns", 2, discovery.RoleDecode),
+		worker("ns", 3, discovery.RoleDecode)
+	f := newKVFixture(t, DefaultKVOptions(), d1, d2, d3)
+	prompt := tokens(0, 320) // 20 blocks of 16
+	f.cache(d3, prompt)
+	f.sample(d1, 0, wire.ActiveLoad{KVUsedBlocks: u64(40)})
+	f.sample(d2, 0, wire.ActiveLoad{KVUsedBlocks: u64(40)})
+	f.sample(d3, 0, wire.ActiveLoad{KVUsedBlocks: u64(50)}) // busier, yet it holds the prompt
+	sel := f.pickTokens(prompt)
+	require.Equal(t, uint64(3), sel.Decode.WorkerID)
+	require.Equal(t, ReasonKVAware, sel.DecodeReason)
+	require.False(t, sel.HasPrefill)
+	require.Equal(t, ReasonNoPrefillPool, sel.PrefillReason)
+	require.Equal(t, 1, f.kvCounts[KVOverlap])
+}
+
 func TestNoTokensScoresWithoutTheKVTerm(t *testing.T) {
 	a, b := aggregated(1), aggregated(2)
 	f := newKVFixture(t, DefaultKVOptions(), a, b)
