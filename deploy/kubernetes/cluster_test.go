@@ -149,6 +149,7 @@ func TestOverlaysLeastPrivilege(t *testing.T) {
 			// answering yes to everyone.
 			check(ns, "list", o.reads[0], false)
 			c.apply(t, moveTo(r.byKind["RoleBinding"], r.byKind["RoleBinding"].GetNamespace(), ns), false)
+			c.awaitGrant(t, ns, user, o.reads[0])
 
 			for _, a := range o.reads {
 				for _, v := range readVerbs {
@@ -167,6 +168,15 @@ func TestOverlaysLeastPrivilege(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitGrant waits until the API server's authorizer has seen a new
+// RoleBinding: its RBAC rules are read from an informer cache, so a
+// review right after the create may still answer from before it.
+func (c cluster) awaitGrant(t *testing.T, ns, user string, a access) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.allowed(t, ns, user, ns, "list", a) },
+		30*time.Second, 20*time.Millisecond, "the RoleBinding never took effect for list %s", a.resource)
 }
 
 // serviceAccountUser is the user name a ServiceAccount's token

@@ -155,6 +155,7 @@ func TestEPPOverlayOnTheAPIServer(t *testing.T) {
 	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
 		c.apply(t, moveTo(r.byKind[kind], r.byKind[kind].GetNamespace(), ns), false)
 	}
+	c.awaitGrant(t, ns, user, workerMetadata)
 	for _, a := range []access{workerMetadata, endpointSlices} {
 		for _, v := range readVerbs {
 			require.True(t, c.allowed(t, ns, user, ns, v, a), "%s %s", v, a.resource)
