@@ -473,6 +473,10 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 	}
 	q.out += o.NewTokens
 	if o.Finished {
+		// As the live hosts do: a served request leaves its workers'
+		// backlog at once, whether or not a sample follows; reported
+		// before its outcome, which closes the request for a replay.
+		q.run.core.Ended(q.pr, q.sel, now, core.EndedServed)
 		q.finish(now, "ok", "")
 	}
 }

@@ -37,7 +37,13 @@ func (t *textTap) Discovery(ev events.Event)             { t.line("discovery", e
 func (t *textTap) Published(p recorder.Published)        { t.line("published", p) }
 func (t *textTap) LoadConnected(ev events.LoadConnected) { t.line("connected", ev) }
 func (t *textTap) Request(r recorder.Request)            { t.line("request", r) }
-func (t *textTap) Ended(e recorder.Ended)                { t.line("ended", e) }
+func (t *textTap) Ended(e recorder.Ended) {
+	if e.Reason == core.EndedServed {
+		t.line("served", e)
+		return
+	}
+	t.line("ended", e)
+}
 func (t *textTap) Outcome(o recorder.Outcome) {
 	t.line("outcome", o)
 	t.outcomes = append(t.outcomes, o)
@@ -222,6 +228,9 @@ faults:
 	}
 	if s.Failed == 0 || s.Served+s.Failed != 200 || tap.kinds["ended"] != s.Failed {
 		t.Fatalf("summary %+v, ended %d", s, tap.kinds["ended"])
+	}
+	if tap.kinds["served"] != int(s.Served) {
+		t.Fatalf("%d served requests reported to the core, want %d", tap.kinds["served"], s.Served)
 	}
 }
 

@@ -64,6 +64,27 @@ func TestPickChargesAndEndedReleases(t *testing.T) {
 	require.False(t, c.Store().Stalled(key, later), "an ended request does not stall its rank")
 }
 
+// A request served to its end (Ended with EndedServed) leaves its rank's
+// backlog at once: a change-driven publisher whose load is back where it
+// was sends no sample to answer for it, and the rank must not look busy
+// to the next pick. Any other reason keeps counting it.
+func TestEndedServedLeavesTheBacklog(t *testing.T) {
+	port := &collect{}
+	c := fleetCore(t, port, picker.NameLoad)
+	key := load.Key{Namespace: "ns", WorkerID: 0x21}
+	req := picker.Request{ID: 1, Model: "m", Namespaces: []string{"ns"}, PromptTokens: 1600, Now: t0}
+	sel, ok := c.Pick(Arrival{Req: req})
+	require.True(t, ok)
+	c.Ended(req, sel, t0, "cancelled")
+	tokens, blocks := c.Store().Unanswered(key, t0)
+	require.Equal(t, [2]uint64{1600, 100}, [2]uint64{tokens, blocks}, "a cancelled request may still run")
+	c.Ended(req, sel, t0, EndedServed)
+	tokens, blocks = c.Store().Unanswered(key, t0)
+	require.Zero(t, tokens+blocks)
+	ended := port.outs[len(port.outs)-1].(Ended)
+	require.Equal(t, EndedServed, ended.Reason, "the reason is recorded for replay")
+}
+
 // A configuration change with the same picker hands it the new KV
 // settings (its state, the sampler's included, carries on); another
 // picker replaces it; the sample age limit follows; each change is an

@@ -269,10 +269,20 @@ func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
 	return sel, ok
 }
 
-// Ended reports that a pinned request ended unserved (refused, failed,
-// cancelled): it no longer counts toward its ranks' stall.
+// EndedServed is the Ended reason of a request served to its end.
+const EndedServed = "served"
+
+// Ended reports that a pinned request ended. Unserved (refused, failed,
+// cancelled), it no longer counts toward its ranks' stall but still
+// toward their backlog, since the engine may still be running it; served
+// (reason EndedServed), it leaves their backlog too. The reason is
+// recorded, so a replay releases exactly what the live core did.
 func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
 	c.record(Ended{At: at, RequestID: req.ID, Reason: reason})
+	if reason == EndedServed {
+		picker.FinishDispatch(c.store, req, sel)
+		return
+	}
 	picker.EndDispatch(c.store, req, sel)
 }
 

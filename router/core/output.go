@@ -84,8 +84,8 @@ type Selection struct {
 	Candidates []picker.Candidate
 }
 
-// Ended: a pinned request ended unserved, and the core released what its
-// pick charged (Core.Ended).
+// Ended: a pinned request ended, unserved or (Reason EndedServed) served
+// to its end, and the core released what its pick charged (Core.Ended).
 type Ended struct {
 	At        time.Time
 	RequestID uint64

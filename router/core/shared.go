@@ -29,7 +29,7 @@ type Shared struct {
 }
 
 // NewShared serialises c; clk stamps the inputs that carry no time of
-// their own (Ended).
+// their own (Ended, Finished).
 func NewShared(c *Core, clk clock.Clock) *Shared { return &Shared{c: c, clk: clk} }
 
 // Discovery applies a discovery batch and publishes (discoverysource's
@@ -119,6 +119,15 @@ func (s *Shared) Ended(req picker.Request, sel picker.Selection) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.c.Ended(req, sel, at, "")
+}
+
+// Finished reports that a pinned request was served to its end: its ranks
+// stop counting it at once, without waiting for their next samples.
+func (s *Shared) Finished(req picker.Request, sel picker.Selection) {
+	at := s.clk.Now().Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Ended(req, sel, at, EndedServed)
 }
 
 // Outcome records how a request ended.

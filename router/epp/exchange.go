@@ -374,7 +374,13 @@ func (x *exchange) end(status string) {
 	x.ended = true
 	x.s.inFlight.Add(-1)
 	now := x.s.opts.Clock.Now()
-	x.s.opts.Picker.Ended(x.req, x.sel)
+	if status == OutcomeOK {
+		// The worker answered in full: it is done with the request, and
+		// its next sample may not come to say so.
+		x.s.opts.Picker.Finished(x.req, x.sel)
+	} else {
+		x.s.opts.Picker.Ended(x.req, x.sel)
+	}
 	if x.s.opts.OnOutcome != nil {
 		o := Outcome{At: now, RequestID: x.req.ID, Status: status, PromptTokens: int(min(x.req.PromptTokens, 1<<31-1)), E2E: now.Sub(x.start)}
 		if !x.firstByte.IsZero() {

@@ -16,11 +16,12 @@ import (
 	"switchyard/router/picker"
 )
 
-// Picker chooses the workers of a request and is told when it ended
-// (core.Shared).
+// Picker chooses the workers of a request and is told when it ended:
+// Finished when it was served to its end, Ended otherwise (core.Shared).
 type Picker interface {
 	Pick(req picker.Request) (picker.Selection, bool)
 	Ended(req picker.Request, sel picker.Selection)
+	Finished(req picker.Request, sel picker.Selection)
 }
 
 // Workers is the discovered fleet.

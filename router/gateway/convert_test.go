@@ -137,6 +137,8 @@ func (p *refuseAfter) Pick(req picker.Request, snap *discovery.Snapshot) (picker
 
 func (p *refuseAfter) Ended(req picker.Request, sel picker.Selection) { p.rr.Ended(req, sel) }
 
+func (p *refuseAfter) Finished(req picker.Request, sel picker.Selection) { p.rr.Finished(req, sel) }
+
 // When the fresh pick for a retry finds no worker, the walk ends on its
 // connection failure: a decode failure, in the client's shape, with the
 // abandoned selection reported and nothing sent unpinned to the shim.

@@ -124,6 +124,15 @@ func (pn *pinning) end() {
 	}
 }
 
+// finish tells the picker the current selection was served to its end,
+// once: its workers stop counting it without waiting for a load sample.
+func (pn *pinning) finish() {
+	if pn.open {
+		pn.open = false
+		pn.p.Finished(pn.req, pn.sel)
+	}
+}
+
 // repin ends the current selection and asks the picker again, as a new
 // dispatch narrowed to the same namespace (the pool being walked).
 func (x *exchange) repin(pn *pinning) bool {
@@ -200,7 +209,9 @@ func (x *exchange) servePinned(p Pinner, req picker.Request, sel picker.Selectio
 	if status/100 == 2 {
 		x.discloseServer(a.b, &pn.sel)
 		result := x.deliver(a, nil)
-		if result != metrics.ResultOK {
+		if result == metrics.ResultOK {
+			pn.finish()
+		} else {
 			pn.end()
 		}
 		x.pinnedDelivered(pn, result)

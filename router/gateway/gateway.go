@@ -35,12 +35,14 @@ type Snapshotter interface {
 }
 
 // Pinner chooses the workers a request is pinned to and hears when a
-// pinned request ended unserved: the routing core, as its host serialises
-// it (the live server's core.Shared). The selection must be reported to the
-// same Pinner through Ended once, unless the request was served.
+// pinned request ended: the routing core, as its host serialises it (the
+// live server's core.Shared). Each selection is reported to the same
+// Pinner once: through Finished when its answer was delivered in full,
+// through Ended otherwise.
 type Pinner interface {
 	Pick(req picker.Request) (picker.Selection, bool)
 	Ended(req picker.Request, sel picker.Selection)
+	Finished(req picker.Request, sel picker.Selection)
 }
 
 // Prompter renders and tokenizes a request body for the KV-aware picker

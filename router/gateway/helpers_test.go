@@ -209,13 +209,23 @@ func (t *testPinner) Ended(req picker.Request, sel picker.Selection) {
 	}
 }
 
+func (t *testPinner) Finished(req picker.Request, sel picker.Selection) {
+	if f, ok := t.get().(interface {
+		Finished(picker.Request, picker.Selection)
+	}); ok {
+		f.Finished(req, sel)
+	}
+}
+
 type rrPicker struct {
-	mu     sync.Mutex
-	next   int
-	picks  []picker.Request
-	sels   []picker.Selection
-	ended  []picker.Selection
-	refuse bool // answer ok=false, as when no worker serves the model
+	mu    sync.Mutex
+	next  int
+	picks []picker.Request
+	sels  []picker.Selection
+	ended []picker.Selection
+	// finished: selections whose answers were delivered in full.
+	finished []picker.Selection
+	refuse   bool // answer ok=false, as when no worker serves the model
 }
 
 func (p *rrPicker) Pick(req picker.Request, snap *discovery.Snapshot) (picker.Selection, bool) {
@@ -267,6 +277,18 @@ func (p *rrPicker) Ended(_ picker.Request, sel picker.Selection) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ended = append(p.ended, sel)
+}
+
+func (p *rrPicker) Finished(_ picker.Request, sel picker.Selection) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finished = append(p.finished, sel)
+}
+
+func (p *rrPicker) finishedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.finished)
 }
 
 func (p *rrPicker) counts() (picks, ended int) {

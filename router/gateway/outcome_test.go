@@ -62,7 +62,7 @@ func outcomeFixture(t *testing.T, shim *upstream, fallback bool, workers []*disc
 
 // Every pinned request reports one outcome with the picker's request id,
 // its status, and its latencies: a buffered answer's TTFT is its E2E, a
-// stream's is its first event's.
+// stream's is its first event's. The picker hears Finished, once.
 func TestOutcomeOfServedRequests(t *testing.T) {
 	t.Run("buffered", func(t *testing.T) {
 		shim := newUpstream(t, "dyn-a")
@@ -83,6 +83,9 @@ func TestOutcomeOfServedRequests(t *testing.T) {
 		assert.Equal(t, o.E2E, o.TTFT)
 		assert.Equal(t, o.End.Sub(o.Start), o.E2E)
 		assert.Equal(t, req.Now, o.Start)
+		_, ended := f.picker.counts()
+		assert.Equal(t, [2]int{1, 0}, [2]int{f.picker.finishedCount(), ended},
+			"a delivered answer is reported finished, not ended: its worker stops counting it")
 	})
 	t.Run("streamed", func(t *testing.T) {
 		shim := newUpstream(t, "dyn-a")
@@ -102,6 +105,7 @@ func TestOutcomeOfServedRequests(t *testing.T) {
 		assert.GreaterOrEqual(t, o.E2E-o.TTFT, 140*time.Millisecond, "the first event went out before the second was sent")
 		assert.Equal(t, 2, o.OutputTokens, "two events carried text; [DONE] did not")
 		assert.GreaterOrEqual(t, o.ITL, 140*time.Millisecond)
+		assert.Equal(t, 1, f.picker.finishedCount(), "a streamed answer finishes once its last event is out")
 	})
 	t.Run("streamed in pieces", func(t *testing.T) {
 		// Events split across writes, several per write, one without

@@ -180,20 +180,46 @@ func (s *Store) RecordDispatch(dp Dispatch) bool {
 }
 
 // EndDispatch marks a request ended (refused, failed, cancelled) on every
-// rank it was pinned to. An ended request no longer makes a rank stalled.
+// rank it was pinned to. An ended request no longer makes a rank stalled,
+// but it still counts toward the backlog until the next sample: a
+// cancelled request may still be running in the engine.
 func (s *Store) EndDispatch(requestID uint64, keys ...Key) {
+	s.settle(requestID, false, keys)
+}
+
+// FinishDispatch drops a request that was served to its end from every
+// rank it was pinned to: the engine is done with it, so no backlog can
+// hold it any more. Without this, a request that starts and finishes
+// between two of a rank's samples (change-driven publishers send nothing
+// when the load is back where it was) would count for DispatchTTL.
+func (s *Store) FinishDispatch(requestID uint64, keys ...Key) {
+	s.settle(requestID, true, keys)
+}
+
+// settle ends requestID's live records on the ranks keys, and with drop
+// takes their tokens and blocks out of the ranks' sums.
+func (s *Store) settle(requestID uint64, drop bool, keys []Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		if r := s.ranks.lookup(k); r != nil {
-			l := r.live()
-			for i := range l {
-				if l[i].RequestID == requestID && !l[i].ended {
-					if canStall(&l[i]) {
-						r.stallable--
-					}
-					l[i].ended = true
-				}
+		r := s.ranks.lookup(k)
+		if r == nil {
+			continue
+		}
+		l := r.live()
+		for i := range l {
+			dp := &l[i]
+			if dp.RequestID != requestID {
+				continue
+			}
+			if canStall(dp) {
+				r.stallable--
+			}
+			dp.ended = true
+			if drop {
+				r.tokens -= dp.PromptTokens
+				r.blocks -= dp.Blocks
+				dp.PromptTokens, dp.Blocks = 0, 0
 			}
 		}
 	}

@@ -252,6 +252,39 @@ func TestUnansweredDispatchesAndStalls(t *testing.T) {
 	require.False(t, s.Stalled(k, t0.Add(50*time.Second)), "an aged-out request no longer stalls its rank")
 }
 
+// A request served to its end leaves the backlog at once: a change-driven
+// publisher whose load is back where it was sends no sample to answer it.
+func TestFinishedDispatchLeavesTheBacklog(t *testing.T) {
+	s, _ := newStore(t)
+	k, other := key(0), key(1)
+	s.Apply(msg(t0, sample(1, 0, 0)))
+	require.True(t, s.RecordDispatch(Dispatch{RequestID: 1, Key: k, Phase: Decode, PromptTokens: 5808, Blocks: 363, At: t0}))
+	require.True(t, s.RecordDispatch(Dispatch{RequestID: 2, Key: k, Phase: Decode, PromptTokens: 100, Blocks: 7, At: t0}))
+	require.True(t, s.RecordDispatch(Dispatch{RequestID: 3, Key: k, Phase: Decode, PromptTokens: 50, Blocks: 4, At: t0}))
+	s.FinishDispatch(1, k, other)
+	tokens, blocks := s.Unanswered(k, t0.Add(time.Second))
+	require.Equal(t, uint64(150), tokens, "the finished request no longer counts")
+	require.Equal(t, uint64(11), blocks)
+	s.FinishDispatch(1, k)
+	tokens, _ = s.Unanswered(k, t0.Add(time.Second))
+	require.Equal(t, uint64(150), tokens, "finishing twice takes nothing more")
+
+	// An ended (cancelled) request may still run: it keeps counting.
+	s.EndDispatch(2, k)
+	tokens, _ = s.Unanswered(k, t0.Add(time.Second))
+	require.Equal(t, uint64(150), tokens)
+	require.True(t, s.Stalled(k, t0.Add(StallAfter)), "request 3 is still open")
+	s.FinishDispatch(3, k)
+	require.False(t, s.Stalled(k, t0.Add(StallAfter)), "a finished request cannot stall its rank")
+	s.FinishDispatch(2, k)
+	tokens, blocks = s.Unanswered(k, t0.Add(time.Second))
+	require.Zero(t, tokens+blocks)
+
+	// Expiry after a finish subtracts nothing twice.
+	_, blocks = s.Unanswered(k, t0.Add(DispatchTTL+time.Second))
+	require.Zero(t, blocks)
+}
+
 func TestDispatchBounds(t *testing.T) {
 	s, _ := newStore(t)
 	for i := 0; i < MaxDispatchesPerRank; i++ {

@@ -24,10 +24,21 @@ func Dispatch(store *load.Store, req Request, sel Selection) {
 // EndDispatch marks a pinned request ended unserved on the ranks its
 // selection pinned, so it no longer counts toward their stall.
 func EndDispatch(store *load.Store, req Request, sel Selection) {
+	store.EndDispatch(req.ID, pinnedKeys(sel)...)
+}
+
+// FinishDispatch drops a request served to its end from the ranks its
+// selection pinned: it is in no rank's backlog any more.
+func FinishDispatch(store *load.Store, req Request, sel Selection) {
+	store.FinishDispatch(req.ID, pinnedKeys(sel)...)
+}
+
+// pinnedKeys are the ranks a selection pinned: its decode rank, then its
+// prefill rank when it has one.
+func pinnedKeys(sel Selection) []load.Key {
 	decode := load.Key{Namespace: sel.Namespace, WorkerID: sel.Decode.WorkerID, DPRank: sel.Decode.DPRank}
 	if !sel.HasPrefill {
-		store.EndDispatch(req.ID, decode)
-		return
+		return []load.Key{decode}
 	}
-	store.EndDispatch(req.ID, decode, load.Key{Namespace: sel.Namespace, WorkerID: sel.Prefill.WorkerID, DPRank: sel.Prefill.DPRank})
+	return []load.Key{decode, {Namespace: sel.Namespace, WorkerID: sel.Prefill.WorkerID, DPRank: sel.Prefill.DPRank}}
 }

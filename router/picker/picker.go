@@ -92,8 +92,8 @@ var Reasons = []string{ReasonLoad, ReasonRoundRobin, ReasonRoundRobinStale, Reas
 // Picker chooses workers. ok is false when no worker in the request's
 // namespaces serves the model: the request then takes standard routing.
 // A picker only reads the load store; whoever asks it records what the
-// selection pinned (Dispatch) and when a pinned request ended unserved
-// (EndDispatch).
+// selection pinned (Dispatch), when a pinned request ended unserved
+// (EndDispatch) and when one was served to its end (FinishDispatch).
 type Picker interface {
 	Pick(req Request, snap *discovery.Snapshot) (sel Selection, ok bool)
 }
