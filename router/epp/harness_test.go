@@ -69,7 +69,7 @@ func fleetShared(tb testing.TB, clk clock.Clock, transports ...string) *core.Sha
 }
 
 // countingPicker passes picks to the core and counts, per request id, the
-// picks it granted and the Ended calls that released them.
+// picks it granted and the Ended or Finished calls that released them.
 type countingPicker struct {
 	p            epp.Picker
 	mu           sync.Mutex
@@ -96,9 +96,18 @@ func (c *countingPicker) Pick(req picker.Request) (picker.Selection, bool) {
 
 func (c *countingPicker) Ended(req picker.Request, sel picker.Selection) {
 	c.p.Ended(req, sel)
+	c.release(req.ID)
+}
+
+func (c *countingPicker) Finished(req picker.Request, sel picker.Selection) {
+	c.p.Finished(req, sel)
+	c.release(req.ID)
+}
+
+func (c *countingPicker) release(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ended[req.ID]++
+	c.ended[id]++
 }
 
 // balanced says why some granted pick was not ended exactly once, "" when
