@@ -70,6 +70,7 @@ FUZZTIME    ?= 20s
 FUZZMINTIME ?= 5s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReducer -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discovery/
+	$(GO) test -run '^$$' -fuzz FuzzTrimCard -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discovery/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
 	$(GO) test -run '^$$' -fuzz FuzzFleetFile -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./cmd/switchyard/
 	$(GO) test -run '^$$' -fuzz FuzzSkip -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/envelope/msgpack/

@@ -81,6 +81,9 @@ func decodeMetadata(obj map[string]any, id uint64, namespaces []string) (recs ma
 			return nil, 0, fmt.Errorf("%w: spec.data.%s is not an object", errMalformed, m.field)
 		}
 		for mapKey, v := range entries {
+			if m.keyspace == events.Models {
+				v = trimCard(v)
+			}
 			value, err := json.Marshal(v)
 			if err != nil {
 				return nil, 0, fmt.Errorf("%w: spec.data.%s[%q]: %v", errMalformed, m.field, mapKey, err)
@@ -162,3 +165,28 @@ func parseInstanceID(b json.RawMessage) (uint64, bool) {
 var errTooLarge = errors.New("records exceed the held-bytes bound")
 
 func isMismatch(err error) bool { return errors.Is(err, errMismatch) }
+
+// trimCard replaces a model card over discovery.MaxRetainedCardBytes with
+// the members the router reads (discovery.TrimCard), so held resources
+// stay compact: the reducer would not retain such a card whole anyway.
+func trimCard(record any) any {
+	rec, ok := record.(map[string]any)
+	if !ok {
+		return record
+	}
+	card, ok := rec["card_json"]
+	if !ok {
+		return record
+	}
+	raw, err := json.Marshal(card)
+	if err != nil || len(raw) <= discovery.MaxRetainedCardBytes {
+		return record
+	}
+	trimmed, _ := discovery.TrimCard(raw)
+	out := make(map[string]any, len(rec))
+	for k, v := range rec {
+		out[k] = v
+	}
+	out["card_json"] = json.RawMessage(trimmed)
+	return out
+}

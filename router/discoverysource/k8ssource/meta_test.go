@@ -146,3 +146,33 @@ func TestReadSliceListsEachPodOnce(t *testing.T) {
 	require.NotEmpty(t, f.removeSlice("s", testTime))
 	assert.Empty(t, f.contribution(f.entries["w-0"]))
 }
+
+// A card over the reducer's retained-card bound is trimmed to what the
+// router reads as the resource is classified, so the held record stays
+// small and the worker keeps its model, capacity and tokenizer; a smaller
+// card is held as written.
+func TestDecodeMetadataTrimsOversizedCards(t *testing.T) {
+	id := HashPodName("worker-0")
+	card := `{"display_name":"Qwen/Qwen3-32B","kv_cache_block_size":64,"runtime_config":{"total_kv_blocks":12000},` +
+		`"tokenizer":{"hf_tokenizer_json":{"path":"/m/tokenizer.json","checksum":"blake3:00","size":7}},` +
+		`"chat_template":"` + strings.Repeat("x", discovery.MaxRetainedCardBytes) + `"}`
+	spec := strings.Replace(fixtureSpec(id), `"card_json":{"display_name":"Qwen/Qwen3-0.6B"}`, `"card_json":`+card, 1)
+	recs, oversized, err := decodeMetadata(decodeJSON(t, spec), id, []string{"dynamo"})
+	require.NoError(t, err)
+	assert.Zero(t, oversized)
+	rec := recs[fmt.Sprintf("v1/mdc/dynamo/backend/generate/%x", id)]
+	require.Less(t, len(rec.Value), 2048, "held trimmed")
+	var model struct {
+		InstanceID string         `json:"instance_id"`
+		Card       map[string]any `json:"card_json"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Value, &model))
+	assert.Equal(t, fmt.Sprintf("%x", id), model.InstanceID, "the record around the card is kept")
+	assert.Equal(t, "Qwen/Qwen3-32B", model.Card["display_name"])
+	assert.Contains(t, model.Card, "tokenizer")
+	assert.NotContains(t, model.Card, "chat_template")
+
+	recs, _, err = decodeMetadata(decodeJSON(t, fixtureSpec(id)), id, []string{"dynamo"})
+	require.NoError(t, err)
+	assert.Contains(t, string(recs[fmt.Sprintf("v1/mdc/dynamo/backend/generate/%x", id)].Value), `"card_json":{"display_name":"Qwen/Qwen3-0.6B"}`)
+}
