@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -64,33 +62,9 @@ epp.cert_file/key_file or --plaintext say otherwise; the HTTP listener
 			if err := overlay(cfg); err != nil {
 				return &exitError{1, err}
 			}
-			seed := newPickerSeed()
-			rec, err := startRecording(record, cfg, seed, log)
-			if err != nil {
-				return &exitError{1, err}
-			}
-			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec, Seed: seed, Overlay: overlay})
-			if err != nil {
-				stopRecording(rec, log)
-				return &exitError{1, err}
-			}
-			defer func() {
-				srv.Close()
-				stopRecording(rec, log)
-			}()
-			fmt.Fprintf(cmd.OutOrStdout(), "endpoint picker: ext_proc on %s, health and metrics on http://%s\n", srv.EPPAddr(), srv.Addr())
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if path != "" {
-				go func() {
-					if err := srv.WatchConfigFile(ctx, path); err != nil {
-						log.Warn("config file is not watched; reloads need a restart", "error", err)
-					}
-				}()
-			}
-			<-ctx.Done()
-			log.Info("shutting down")
-			return nil
+			return runServer(cmd, log, cfg, path, record, server.Options{Overlay: overlay}, func(srv *server.Server) {
+				fmt.Fprintf(cmd.OutOrStdout(), "endpoint picker: ext_proc on %s, health and metrics on http://%s\n", srv.EPPAddr(), srv.Addr())
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "configuration file (YAML); without one, the defaults")

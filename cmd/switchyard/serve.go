@@ -65,30 +65,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{1, err}
 			}
-			seed := newPickerSeed()
-			rec, err := startRecording(record, cfg, seed, log)
-			if err != nil {
-				return &exitError{1, err}
-			}
-			srv, err := server.NewWithOptions(cfg, log, server.Options{Recorder: rec, Seed: seed})
-			if err != nil {
-				stopRecording(rec, log)
-				return &exitError{1, err}
-			}
-			defer func() {
-				srv.Close()
-				stopRecording(rec, log)
-			}()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			go func() {
-				if err := srv.WatchConfigFile(ctx, path); err != nil {
-					log.Warn("config file is not watched; reloads need a restart", "error", err)
-				}
-			}()
-			<-ctx.Done()
-			log.Info("shutting down")
-			return nil
+			return runServer(cmd, log, cfg, path, record, server.Options{}, nil)
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "configuration file (YAML)")
@@ -96,4 +73,41 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&record, "record", "", "record the routing core's inputs and decisions to this SQLite file")
 	logs.add(cmd)
 	return cmd
+}
+
+// runServer runs a router with cfg until SIGINT or SIGTERM: recording to
+// record when set, watching path for reloads when set. started, when set,
+// is told once the router serves.
+func runServer(cmd *cobra.Command, log *slog.Logger, cfg *config.Config, path, record string, o server.Options,
+	started func(*server.Server)) error {
+	o.Seed = newPickerSeed()
+	rec, err := startRecording(record, cfg, o.Seed, log)
+	if err != nil {
+		return &exitError{1, err}
+	}
+	o.Recorder = rec
+	srv, err := server.NewWithOptions(cfg, log, o)
+	if err != nil {
+		stopRecording(rec, log)
+		return &exitError{1, err}
+	}
+	defer func() {
+		srv.Close()
+		stopRecording(rec, log)
+	}()
+	if started != nil {
+		started(srv)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if path != "" {
+		go func() {
+			if err := srv.WatchConfigFile(ctx, path); err != nil {
+				log.Warn("config file is not watched; reloads need a restart", "error", err)
+			}
+		}()
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
 }

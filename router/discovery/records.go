@@ -196,22 +196,22 @@ type RuntimeConfig struct {
 
 type cardWire struct {
 	DisplayName      string          `json:"display_name"`
-	Name             string          `json:"name"`
-	WorkerType       json.RawMessage `json:"worker_type"`
-	KVCacheBlockSize uint32          `json:"kv_cache_block_size"`
+	Name             string          `json:"name,omitempty"`
+	WorkerType       json.RawMessage `json:"worker_type,omitempty"`
+	KVCacheBlockSize uint32          `json:"kv_cache_block_size,omitempty"`
 	RuntimeConfig    struct {
-		TotalKVBlocks         *uint64         `json:"total_kv_blocks"`
-		MaxNumBatchedTokens   *uint64         `json:"max_num_batched_tokens"`
-		MaxNumSeqs            *uint64         `json:"max_num_seqs"`
-		ContextLength         *uint32         `json:"context_length"`
-		DataParallelStartRank uint32          `json:"data_parallel_start_rank"`
-		DataParallelSize      *uint32         `json:"data_parallel_size"`
-		DisaggregatedEndpoint json.RawMessage `json:"disaggregated_endpoint"`
+		TotalKVBlocks         *uint64         `json:"total_kv_blocks,omitempty"`
+		MaxNumBatchedTokens   *uint64         `json:"max_num_batched_tokens,omitempty"`
+		MaxNumSeqs            *uint64         `json:"max_num_seqs,omitempty"`
+		ContextLength         *uint32         `json:"context_length,omitempty"`
+		DataParallelStartRank uint32          `json:"data_parallel_start_rank,omitempty"`
+		DataParallelSize      *uint32         `json:"data_parallel_size,omitempty"`
+		DisaggregatedEndpoint json.RawMessage `json:"disaggregated_endpoint,omitempty"`
 	} `json:"runtime_config"`
-	DynamoVersion  string `json:"dynamo_version"`
-	RuntimeVersion string `json:"runtime_version"`
-	Version        string `json:"version"`
-	Release        string `json:"release"`
+	DynamoVersion  string `json:"dynamo_version,omitempty"`
+	RuntimeVersion string `json:"runtime_version,omitempty"`
+	Version        string `json:"version,omitempty"`
+	Release        string `json:"release,omitempty"`
 }
 
 // parseCard decodes the typed subset; nil when it does not fit the schema.

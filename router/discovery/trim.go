@@ -6,26 +6,11 @@ import (
 )
 
 // trimmedCard is what the router reads from a model card: the typed subset
-// (cardWire, decoded the same way) and the artifact slots KV-aware routing
-// loads tokenizers and chat templates from (router/prompt/artifacts).
+// (cardWire; its tags omit empty members, which decoding ignores) and the
+// artifact slots KV-aware routing loads tokenizers and chat templates from
+// (router/prompt/artifacts).
 type trimmedCard struct {
-	DisplayName      string          `json:"display_name"`
-	Name             string          `json:"name,omitempty"`
-	WorkerType       json.RawMessage `json:"worker_type,omitempty"`
-	KVCacheBlockSize uint32          `json:"kv_cache_block_size,omitempty"`
-	RuntimeConfig    struct {
-		TotalKVBlocks         *uint64         `json:"total_kv_blocks,omitempty"`
-		MaxNumBatchedTokens   *uint64         `json:"max_num_batched_tokens,omitempty"`
-		MaxNumSeqs            *uint64         `json:"max_num_seqs,omitempty"`
-		ContextLength         *uint32         `json:"context_length,omitempty"`
-		DataParallelStartRank uint32          `json:"data_parallel_start_rank,omitempty"`
-		DataParallelSize      *uint32         `json:"data_parallel_size,omitempty"`
-		DisaggregatedEndpoint json.RawMessage `json:"disaggregated_endpoint,omitempty"`
-	} `json:"runtime_config"`
-	DynamoVersion    string          `json:"dynamo_version,omitempty"`
-	RuntimeVersion   string          `json:"runtime_version,omitempty"`
-	Version          string          `json:"version,omitempty"`
-	Release          string          `json:"release,omitempty"`
+	cardWire
 	Tokenizer        json.RawMessage `json:"tokenizer,omitempty"`
 	PromptFormatter  json.RawMessage `json:"prompt_formatter,omitempty"`
 	ChatTemplateFile json.RawMessage `json:"chat_template_file,omitempty"`
