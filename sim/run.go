@@ -450,8 +450,10 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		return
 	}
 	if o.Rejected {
-		q.finish(now, "rejected", o.Reason.String())
+		// The core hears of the end before the outcome closes the
+		// request (a replay reads nothing of a request after it).
 		q.run.core.Ended(q.pr, q.sel, now, "rejected")
+		q.finish(now, "rejected", o.Reason.String())
 		return
 	}
 	if j.prefill {
@@ -497,8 +499,9 @@ func (q *request) fail(now time.Time, why string) {
 	if q.ended {
 		return
 	}
-	q.finish(now, "failed", why)
+	// The end before the outcome, as for a served request.
 	q.run.core.Ended(q.pr, q.sel, now, "failed")
+	q.finish(now, "failed", why)
 }
 
 // finish records the request's outcome once.

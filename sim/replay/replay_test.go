@@ -321,3 +321,56 @@ func TestKubernetesRecordingsReplayExactly(t *testing.T) {
 		}
 	}
 }
+
+// A request the simulator ends unserved (a failing worker's 500) is
+// reported to the core before its outcome is recorded, as the live hosts
+// do: a replay closes a request at its outcome, so an end notice written
+// after it would never reach the replayed core.
+func TestUnservedRequestsEndBeforeTheirOutcome(t *testing.T) {
+	rd := open(t, record(t, `
+seed: 5
+picker: load
+fleet:
+  - {role: decode, count: 2}
+workload:
+  poisson: {rate: 40, count: 200, prompt: {min: 64, max: 512}, output: {min: 4, max: 16}}
+faults:
+  - {at: 1s, worker: 0, kind: fail}
+  - {at: 3s, worker: 0, kind: recover}
+`))
+	runs, err := rd.Runs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := map[uint64]bool{}
+	failed, late := 0, 0
+	if err := rd.Entries(runs[0].ID, func(e recorder.Entry) error {
+		switch v := e.Value.(type) {
+		case recorder.Ended:
+			if closed[v.RequestID] {
+				late++
+			}
+		case recorder.Outcome:
+			closed[v.RequestID] = true
+			if v.Status == "failed" {
+				failed++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if failed == 0 {
+		t.Fatal("the scenario failed no request: it tests nothing")
+	}
+	if late != 0 {
+		t.Fatalf("%d end notices recorded after their request's outcome (of %d failed requests)", late, failed)
+	}
+	rep, err := Run(rd, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() {
+		t.Fatalf("report %+v", rep)
+	}
+}
