@@ -121,6 +121,8 @@ func (r *Registrar) Register(ctx context.Context, w registrar.Worker, log *slog.
 			return nil, fmt.Errorf("create endpointslice %s: %w", name, err)
 		}
 	}
+	// The fleet's workers serve on this machine's loopback.
+	p.Status.PodIP = "127.0.0.1"
 	if err := reg.setPodReady(ctx, p, true); err != nil {
 		reg.deleteAll(ctx)
 		return nil, err

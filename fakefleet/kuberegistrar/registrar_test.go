@@ -225,6 +225,7 @@ func TestPodShape(t *testing.T) {
 	for _, w := range reg.Snapshot().Workers {
 		roles[w.Role]++
 		require.Equal(t, "solar-pro4", w.Model)
+		require.Equal(t, "127.0.0.1", w.Host, "the Pod's IP is the worker's host")
 	}
 	require.Equal(t, map[discovery.Role]int{discovery.RolePrefill: 2, discovery.RoleDecode: 2, discovery.RoleAggregated: 1}, roles)
 	require.Empty(t, reg.Snapshot().Publishers, "Pods advertise no channels")

@@ -3,6 +3,7 @@ package discovery
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,4 +34,20 @@ func TestWorkerHostFromEndpointRecord(t *testing.T) {
 	p, err := parseRecord("dynamo", events.Instances, []byte(`{"type":"Endpoint","component":"backend","endpoint":"generate","instance_id":7,"transport":{"tcp":"10.1.2.3:4000/x"}}`))
 	require.NoError(t, err)
 	require.Equal(t, "10.1.2.3", p.endpoint.host)
+}
+
+// A new host in a worker's Endpoint record is a change of the worker, even
+// when nothing else about it changed (not even the time).
+func TestHostChangeIsAWorkerChange(t *testing.T) {
+	r := NewReducer(nil, nil)
+	at := time.Unix(1, 0)
+	put := func(host string) {
+		r.Apply(events.DiscoveryPut{At: at, Namespace: "dynamo", DiscoveryRecord: events.DiscoveryRecord{
+			Keyspace: events.Instances, Key: "v1/instances/dynamo/backend/generate/7",
+			Value: []byte(`{"type":"Endpoint","component":"backend","endpoint":"generate","instance_id":7,"transport":{"tcp":"` + host + `:9000/x"}}`)}})
+	}
+	put("10.0.0.1")
+	require.Equal(t, "10.0.0.1", r.View().Workers[0].Host)
+	put("10.0.0.2")
+	require.Equal(t, "10.0.0.2", r.View().Workers[0].Host)
 }

@@ -3,6 +3,8 @@ package k8ssource
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -93,6 +95,9 @@ type podEntry struct {
 	role            discovery.Role
 	ready           bool
 	containerMode   bool
+	// ip is the Pod's IP address (status.podIP), "" before it has one or
+	// when it is not an address.
+	ip string
 	// out is what this Pod currently contributes to the core.
 	out published
 	// Once-per-Pod log and count flags, kept across updates and passes.
@@ -108,6 +113,7 @@ func describePod(p *corev1.Pod) *podEntry {
 		role:            podRole(l),
 		ready:           podReady(p),
 		containerMode:   p.Annotations[annotationMode] == "container",
+		ip:              podIP(p.Status.PodIP),
 	}
 }
 
@@ -150,6 +156,9 @@ func workerRecords(e *podEntry, id uint64, model string) []events.DiscoveryRecor
 	path := e.dynamoNamespace + "/" + component + "/generate/" + e.name
 	endpoint := recordJSON{Type: "Endpoint", Namespace: e.dynamoNamespace, Component: component, Endpoint: "generate", InstanceID: id}
 	card := endpoint
+	if e.ip != "" {
+		endpoint.Transport = &transportJSON{TCP: net.JoinHostPort(e.ip, "0")}
+	}
 	card.Type = "Model"
 	card.Card = &cardJSON{DisplayName: model, WorkerType: workerType(e.role)}
 	return []events.DiscoveryRecord{
@@ -159,12 +168,29 @@ func workerRecords(e *podEntry, id uint64, model string) []events.DiscoveryRecor
 }
 
 type recordJSON struct {
-	Type       string    `json:"type"`
-	Namespace  string    `json:"namespace"`
-	Component  string    `json:"component"`
-	Endpoint   string    `json:"endpoint"`
-	InstanceID uint64    `json:"instance_id"`
-	Card       *cardJSON `json:"card_json,omitempty"`
+	Type       string         `json:"type"`
+	Namespace  string         `json:"namespace"`
+	Component  string         `json:"component"`
+	Endpoint   string         `json:"endpoint"`
+	InstanceID uint64         `json:"instance_id"`
+	Transport  *transportJSON `json:"transport,omitempty"`
+	Card       *cardJSON      `json:"card_json,omitempty"`
+}
+
+// transportJSON names the worker's address. A Pod says its IP but not the
+// port its worker serves on, hence port 0: hosts that address workers
+// directly (the endpoint picker) read only the host and use their own
+// port (epp.target_port).
+type transportJSON struct {
+	TCP string `json:"tcp"`
+}
+
+// podIP keeps a Pod's IP when it is an IP address.
+func podIP(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.String()
+	}
+	return ""
 }
 
 type cardJSON struct {

@@ -174,3 +174,35 @@ func TestFleetCapacity(t *testing.T) {
 	setReady(p, true)
 	assert.Len(t, f.upsert(p, time.Unix(3, 0)), 2, "room again after a delete")
 }
+
+// A ready Pod's IP becomes its worker's host (the endpoint picker's
+// destination), and a new IP is published as a change; a Pod without an
+// address, or with one that is not an IP, names no host.
+func TestPodIPIsTheWorkersHost(t *testing.T) {
+	f, _ := newTestFleet("m")
+	at := time.Unix(1, 0)
+	p := testPod("agg-0", "g", "worker", "", "")
+	setReady(p, true)
+	r := discovery.NewReducer(nil, nil)
+	apply := func(batch []events.Event) {
+		for _, ev := range batch {
+			r.Apply(ev)
+		}
+	}
+	apply(f.upsert(p, at))
+	require.Equal(t, "", r.View().Workers[0].Host)
+
+	p.Status.PodIP = "10.1.2.3"
+	batch := f.upsert(p, at)
+	require.Len(t, batch, 1, "only the endpoint record changes")
+	apply(batch)
+	require.Equal(t, "10.1.2.3", r.View().Workers[0].Host)
+
+	p.Status.PodIP = "fd00::7"
+	apply(f.upsert(p, at))
+	require.Equal(t, "fd00::7", r.View().Workers[0].Host)
+
+	p.Status.PodIP = "not-an-ip"
+	apply(f.upsert(p, at))
+	require.Equal(t, "", r.View().Workers[0].Host)
+}
