@@ -35,7 +35,9 @@ Envoy ext_proc (v3) gRPC server that tells an inference gateway which worker's
 frontend sidecar serves each request, and pins the workers with x-dynamo-*
 headers, on the same routing core as the gateway of "switchyard serve".
 
-Workers come from the configuration's Dynamo discovery (FILE, or the defaults).
+Workers come from the configuration's Dynamo discovery: FILE, or without one the
+variables Dynamo's operator sets (DYN_DISCOVERY_BACKEND=kubernetes: DynamoWorkerMetadata
+in POD_NAMESPACE; otherwise etcd at ETCD_ENDPOINTS; DYN_NAMESPACE names the graph).
 Dynamo's DYN_* variables are read over the file: DYN_EPP_MODE, DYN_MODEL_NAME,
 DYN_KV_CACHE_BLOCK_SIZE, DYN_USE_KV_EVENTS, DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT,
 DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY, DYN_ROUTER_PREFILL_LOAD_SCALE,
@@ -57,6 +59,8 @@ epp.cert_file/key_file or --plaintext say otherwise; the HTTP listener
 				if cfg, err = config.Load(path); err != nil {
 					return &exitError{1, err}
 				}
+			} else {
+				discoveryFromPlatform(cfg, os.LookupEnv)
 			}
 			overlay := func(c *config.Config) error { return flags.overlay(cmd, c, os.LookupEnv) }
 			if err := overlay(cfg); err != nil {
@@ -73,6 +77,33 @@ epp.cert_file/key_file or --plaintext say otherwise; the HTTP listener
 	cmd.Flags().StringVar(&record, "record", "", "record the routing core's inputs and decisions to this SQLite file")
 	logs.add(cmd)
 	return cmd
+}
+
+// discoveryFromPlatform configures discovery, without a configuration
+// file, from the variables Dynamo's operator gives the Pods of a graph:
+// DYN_DISCOVERY_BACKEND (kubernetes: DynamoWorkerMetadata in the Pod's
+// own Kubernetes namespace, POD_NAMESPACE; otherwise etcd at
+// ETCD_ENDPOINTS) and DYN_NAMESPACE, the graph's Dynamo namespace.
+func discoveryFromPlatform(c *config.Config, lookup func(string) (string, bool)) {
+	get := func(k, def string) string {
+		if v, ok := lookup(k); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+		return def
+	}
+	ns := get("DYN_NAMESPACE", config.DefaultNamespace)
+	d := &c.Dynamo.Discovery
+	if get("DYN_DISCOVERY_BACKEND", "") == "kubernetes" {
+		d.Source = config.SourceKubernetes
+		d.Kubernetes.Namespace = get("POD_NAMESPACE", "default")
+		d.Kubernetes.DynamoNamespace = ns
+		return
+	}
+	d.Source = config.SourceEtcd
+	d.Etcd.Namespace = ns
+	if eps := get("ETCD_ENDPOINTS", ""); eps != "" {
+		d.Etcd.Endpoints = strings.Split(eps, ",")
+	}
 }
 
 // overlay turns the endpoint picker on in c, lays the DYN_* variables and

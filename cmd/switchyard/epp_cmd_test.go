@@ -103,3 +103,31 @@ dynamo:
 	require.NoError(t, cmd.Wait())
 	assert.NotContains(t, out.String(), "panic")
 }
+
+// Without a file, discovery follows the variables Dynamo's operator gives
+// a graph's Pods.
+func TestEPPDiscoveryFromThePlatform(t *testing.T) {
+	env := func(kv map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+	}
+	c := config.Default()
+	discoveryFromPlatform(c, env(map[string]string{"DYN_DISCOVERY_BACKEND": "kubernetes", "POD_NAMESPACE": "llm", "DYN_NAMESPACE": "vllm-disagg"}))
+	d := c.Dynamo.Discovery
+	assert.Equal(t, config.SourceKubernetes, d.Source)
+	assert.Equal(t, "llm", d.Kubernetes.Namespace)
+	assert.Equal(t, "vllm-disagg", d.Kubernetes.DynamoNamespace)
+
+	c = config.Default()
+	discoveryFromPlatform(c, env(map[string]string{"ETCD_ENDPOINTS": "http://etcd-0:2379,http://etcd-1:2379", "DYN_NAMESPACE": "g"}))
+	d = c.Dynamo.Discovery
+	assert.Equal(t, config.SourceEtcd, d.Source)
+	assert.Equal(t, []string{"http://etcd-0:2379", "http://etcd-1:2379"}, d.Etcd.Endpoints)
+	assert.Equal(t, "g", d.Etcd.Namespace)
+
+	c = config.Default()
+	discoveryFromPlatform(c, env(map[string]string{"DYN_DISCOVERY_BACKEND": "kubernetes"}))
+	assert.Equal(t, "default", c.Dynamo.Discovery.Kubernetes.Namespace)
+	assert.Equal(t, config.DefaultNamespace, c.Dynamo.Discovery.Kubernetes.DynamoNamespace)
+	cmd := newEPPCmd()
+	require.NoError(t, eppFlags{listen: config.DefaultEPPListen}.overlay(cmd, c, env(nil)), "a valid endpoint-picker configuration")
+}
