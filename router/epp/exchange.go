@@ -148,6 +148,7 @@ var errOneRequest = status.Error(codes.InvalidArgument,
 func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
 	if x.headersSeen || x.decided {
 		x.s.opts.Log.Warn("ext_proc stream refused", "error", errOneRequest)
+		x.s.opts.Metrics.Decided(metrics.EPPProtocol, 0)
 		return errOneRequest
 	}
 	x.headersSeen = true
@@ -182,6 +183,11 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
 	if x.decided {
 		// Chunks after a decision (none are expected) pass through.
 		return x.send(bodyResponse(streamedBody(b.GetBody(), b.GetEndOfStream())))
+	}
+	if x.start.IsZero() {
+		// A gateway that skips the request headers sends the body first:
+		// the request starts with it.
+		x.start = x.s.opts.Clock.Now()
 	}
 	if len(x.body)+len(b.GetBody()) > x.st.MaxBodyBytes {
 		return x.refuse(metrics.EPPTooLarge, http.StatusRequestEntityTooLarge, "request_too_large",

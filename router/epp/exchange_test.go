@@ -1,15 +1,20 @@
 package epp_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"switchyard/router/clock"
 	"switchyard/router/epp"
+	"switchyard/router/metrics"
 )
 
 // The exchange paths the end-to-end tests (router/server) do not take,
@@ -147,4 +152,35 @@ func TestRequestHeadersAfterTheBodyRefuseTheStream(t *testing.T) {
 	_, _, lb := routed(t, out)
 	require.Equal(t, "10.0.0.1:8000", lb)
 	require.Empty(t, h.picks.balanced())
+}
+
+// A refused second request counts as a protocol error.
+func TestRefusedStreamIsCounted(t *testing.T) {
+	st := defaultSettings()
+	st.ModelName = testModel
+	h := newHarness(t, st, testTransports[:2]...)
+	counter := sharedMetrics.Decisions.WithLabelValues(metrics.EPPProtocol)
+	before := testutil.ToFloat64(counter)
+	bodyless := requestHeaders(true, hv(":path", "/v1/models"))
+	_, err := h.processErr(t, bodyless, bodyless)
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Equal(t, before+1, testutil.ToFloat64(counter))
+}
+
+// A gateway that skips the request headers sends the body first; the
+// request is timed from it, not from the zero time.
+func TestBodyFirstIsTimedFromTheBody(t *testing.T) {
+	st := defaultSettings()
+	st.ModelName = testModel
+	clk := clock.NewManual(t0)
+	shared := fleetShared(t, clk, testTransports[:2]...)
+	var got []epp.Outcome
+	srv := epp.New(st, epp.Options{Picker: shared, Workers: shared, Clock: clk, Metrics: sharedMetrics,
+		OnOutcome: func(o epp.Outcome) { got = append(got, o) }})
+	s := &memStream{ctx: context.Background(), in: []*extprocv3.ProcessingRequest{
+		requestBody(chatBody(testModel), true), responseHeaders(true, hv(":status", "200"))}}
+	require.NoError(t, srv.Process(s))
+	require.Len(t, got, 1)
+	require.Equal(t, "ok", got[0].Status)
+	require.Less(t, got[0].E2E, time.Second, "timed from the body")
 }

@@ -8,17 +8,18 @@ import (
 
 // EPP decision results (the closed label set of switchyard_epp_decisions_total).
 const (
-	EPPRouted      = "routed"        // a destination was chosen
-	EPPUnavailable = "unavailable"   // no eligible worker: 503
-	EPPBadRequest  = "bad_request"   // the body could not be read: 400
-	EPPTooLarge    = "too_large"     // the body passed the cap: 413
-	EPPNoHost      = "no_host"       // the chosen worker advertises no address: 503
-	EPPOutOfSubset = "out_of_subset" // nothing eligible inside the gateway's subset hint: 503
-	EPPAborted     = "aborted"       // the stream ended before a decision
-	EPPShed        = "shed"          // too many requests in flight: 429
+	EPPRouted      = "routed"         // a destination was chosen
+	EPPUnavailable = "unavailable"    // no eligible worker: 503
+	EPPBadRequest  = "bad_request"    // the body could not be read: 400
+	EPPTooLarge    = "too_large"      // the body passed the cap: 413
+	EPPNoHost      = "no_host"        // the chosen worker advertises no address: 503
+	EPPOutOfSubset = "out_of_subset"  // nothing eligible inside the gateway's subset hint: 503
+	EPPAborted     = "aborted"        // the stream ended before a decision
+	EPPShed        = "shed"           // too many requests in flight: 429
+	EPPProtocol    = "protocol_error" // a second request on one stream: the stream is refused
 )
 
-var eppResults = []string{EPPRouted, EPPUnavailable, EPPBadRequest, EPPTooLarge, EPPNoHost, EPPOutOfSubset, EPPAborted, EPPShed}
+var eppResults = []string{EPPRouted, EPPUnavailable, EPPBadRequest, EPPTooLarge, EPPNoHost, EPPOutOfSubset, EPPAborted, EPPShed, EPPProtocol}
 
 // EPP are the endpoint picker's collectors.
 type EPP struct {
@@ -39,7 +40,7 @@ func newEPP() EPP {
 	e := EPP{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_epp_decisions_total",
-			Help: "Endpoint-picker decisions by result (routed, unavailable, bad_request, too_large, no_host, out_of_subset, aborted, shed).",
+			Help: "Endpoint-picker decisions by result (routed, unavailable, bad_request, too_large, no_host, out_of_subset, aborted, shed, protocol_error).",
 		}, []string{"result"}),
 		DecisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "switchyard_epp_decision_seconds",
