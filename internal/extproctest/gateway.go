@@ -148,23 +148,37 @@ func bodyMessage(b []byte, end bool) *extprocv3.ProcessingRequest {
 
 // receiveHeaders reads the answer to the request headers.
 func (g *Gateway) receiveHeaders(stream extprocv3.ExternalProcessor_ProcessClient, out *routed) error {
-	m, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	if im := m.GetImmediateResponse(); im != nil {
-		out.immediate = im
+	return receiveCommon(stream, out, "request headers", func(m *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
+		if h := m.GetRequestHeaders(); h != nil {
+			return orEmpty(h.GetResponse())
+		}
 		return nil
-	}
-	h := m.GetRequestHeaders()
-	if h == nil {
-		return fmt.Errorf("expected the request headers' answer, got %T", m.GetResponse())
-	}
-	apply(out.header, h.GetResponse().GetHeaderMutation())
-	return out.takeDestination(m.GetDynamicMetadata())
+	})
 }
 
+// receiveBufferedBody reads the answer to a BUFFERED body, which may
+// replace it.
 func (g *Gateway) receiveBufferedBody(stream extprocv3.ExternalProcessor_ProcessClient, out *routed) error {
+	return receiveCommon(stream, out, "request body", func(m *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
+		if b := m.GetRequestBody(); b != nil {
+			return orEmpty(b.GetResponse())
+		}
+		return nil
+	})
+}
+
+func orEmpty(c *extprocv3.CommonResponse) *extprocv3.CommonResponse {
+	if c == nil {
+		return &extprocv3.CommonResponse{}
+	}
+	return c
+}
+
+// receiveCommon reads one answer of the expected kind (common picks its
+// CommonResponse, nil for another kind) or an immediate response, and
+// applies its header and body mutations and destination.
+func receiveCommon(stream extprocv3.ExternalProcessor_ProcessClient, out *routed, what string,
+	common func(*extprocv3.ProcessingResponse) *extprocv3.CommonResponse) error {
 	m, err := stream.Recv()
 	if err != nil {
 		return err
@@ -173,12 +187,12 @@ func (g *Gateway) receiveBufferedBody(stream extprocv3.ExternalProcessor_Process
 		out.immediate = im
 		return nil
 	}
-	b := m.GetRequestBody()
-	if b == nil {
-		return fmt.Errorf("expected the request body's answer, got %T", m.GetResponse())
+	c := common(m)
+	if c == nil {
+		return fmt.Errorf("expected the %s' answer, got %T", what, m.GetResponse())
 	}
-	apply(out.header, b.GetResponse().GetHeaderMutation())
-	if nb := b.GetResponse().GetBodyMutation().GetBody(); nb != nil {
+	apply(out.header, c.GetHeaderMutation())
+	if nb := c.GetBodyMutation().GetBody(); nb != nil {
 		out.body = nb
 	}
 	return out.takeDestination(m.GetDynamicMetadata())
