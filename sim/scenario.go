@@ -253,9 +253,13 @@ type RouterParams struct {
 
 // KVParams mirror dynamo.kv's selection settings.
 type KVParams struct {
-	OverlapScoreCredit        *float64 `yaml:"overlap_score_credit"`
-	PrefillLoadScale          *float64 `yaml:"prefill_load_scale"`
-	RouterTemperature         float64  `yaml:"router_temperature"`
+	OverlapScoreCredit *float64 `yaml:"overlap_score_credit"`
+	PrefillLoadScale   *float64 `yaml:"prefill_load_scale"`
+	RouterTemperature  float64  `yaml:"router_temperature"`
+	// UseKVEvents false scores ranks on cache state predicted from the
+	// picks (each block kept PredictedBlockTTL, default 120 s).
+	UseKVEvents               *bool    `yaml:"use_kv_events"`
+	PredictedBlockTTL         Duration `yaml:"predicted_block_ttl"`
 	ConditionalDisaggregation struct {
 		Enabled             bool     `yaml:"enabled"`
 		DecodeBusyThreshold *float64 `yaml:"decode_busy_threshold"`
@@ -274,6 +278,9 @@ func (k KVParams) Options() picker.KVOptions {
 	o.Temperature = k.RouterTemperature
 	o.ConditionalDisagg = k.ConditionalDisaggregation.Enabled
 	o.DecodeBusyThreshold = k.ConditionalDisaggregation.DecodeBusyThreshold
+	if k.UseKVEvents != nil && !*k.UseKVEvents {
+		o.PredictCache, o.PredictedTTL = true, k.PredictedBlockTTL.Std()
+	}
 	return o
 }
 
@@ -577,6 +584,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	if ko := sc.Router.KV.Options(); ko.OverlapScoreCredit < 0 || ko.OverlapScoreCredit > 1 || ko.PrefillLoadScale < 0 ||
 		ko.Temperature < 0 || ko.DecodeBusyThreshold != nil && (*ko.DecodeBusyThreshold < 0 || *ko.DecodeBusyThreshold > 1) {
 		bad("router.kv: overlap_score_credit and decode_busy_threshold must be in [0, 1], prefill_load_scale and router_temperature >= 0")
+	}
+	if ttl := sc.Router.KV.PredictedBlockTTL; ttl < 0 || ttl > Duration(24*time.Hour) {
+		bad("router.kv.predicted_block_ttl: must be between 0 (120s) and 24h")
 	}
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")

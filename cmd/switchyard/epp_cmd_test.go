@@ -47,7 +47,7 @@ func TestEPPRefusesBadVariables(t *testing.T) {
 func TestEPPVariablesOverlayTheFile(t *testing.T) {
 	env := map[string]string{
 		"DYN_MODEL_NAME": "Qwen/Qwen3-32B", "DYN_KV_CACHE_BLOCK_SIZE": "64", "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT": "0.5",
-		"DYN_ROUTER_PREFILL_LOAD_SCALE": "8", "DYN_ROUTER_TEMPERATURE": "0.2", "DYN_USE_KV_EVENTS": "1",
+		"DYN_ROUTER_PREFILL_LOAD_SCALE": "8", "DYN_ROUTER_TEMPERATURE": "0.2", "DYN_USE_KV_EVENTS": "0",
 		"DYN_ROUTER_TRACK_ACTIVE_BLOCKS": "true", "DYN_EPP_MODE": "dynamo",
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
@@ -65,6 +65,7 @@ func TestEPPVariablesOverlayTheFile(t *testing.T) {
 	assert.Equal(t, 0.5, c.Dynamo.KV.OverlapScoreCredit)
 	assert.Equal(t, 8.0, c.Dynamo.KV.PrefillLoadScale)
 	assert.Equal(t, 0.2, c.Dynamo.KV.RouterTemperature)
+	assert.False(t, c.Dynamo.KV.UseKVEvents, "DYN_USE_KV_EVENTS=0 predicts cache state from picks")
 	assert.Equal(t, 8001, c.EPP.TargetPort, "a field no variable names keeps the file's value")
 	assert.Equal(t, config.DefaultEPPListen, c.EPP.Listen)
 }

@@ -61,6 +61,8 @@ func Default() *Config {
 				AllowHTTPArtifacts: true,
 				OverlapScoreCredit: 1.0,
 				PrefillLoadScale:   1.0,
+				UseKVEvents:        true,
+				PredictedBlockTTL:  Duration(120 * time.Second), // kv.DefaultPredictedTTL
 			},
 			EventBus: EventBus{
 				MaxSessions:           DefaultMaxSessions,

@@ -19,7 +19,7 @@ var EPPVariables = []EPPVariable{
 	{"DYN_EPP_MODE", "epp.mode", func(c *Config, v string) error { c.EPP.Mode = v; return nil }},
 	{"DYN_MODEL_NAME", "epp.model_name", func(c *Config, v string) error { c.EPP.ModelName = v; return nil }},
 	{"DYN_KV_CACHE_BLOCK_SIZE", "epp.kv_cache_block_size", intVar(func(c *Config) *int { return &c.EPP.KVCacheBlockSize })},
-	{"DYN_USE_KV_EVENTS", "epp.use_kv_events", boolVar(func(c *Config) *bool { return &c.EPP.UseKVEvents })},
+	{"DYN_USE_KV_EVENTS", "dynamo.kv.use_kv_events", boolVar(func(c *Config) *bool { return &c.Dynamo.KV.UseKVEvents })},
 	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "dynamo.kv.overlap_score_credit", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.OverlapScoreCredit })},
 	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY", "epp.overlap_score_credit_decay", floatVar(func(c *Config) *float64 { return &c.EPP.OverlapScoreCreditDecay })},
 	{"DYN_ROUTER_PREFILL_LOAD_SCALE", "dynamo.kv.prefill_load_scale", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.PrefillLoadScale })},

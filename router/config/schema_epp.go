@@ -55,8 +55,6 @@ type EPP struct {
 	// (DYN_KV_CACHE_BLOCK_SIZE): a worker whose card says otherwise would
 	// score wrong overlaps, so start-up warns and selection counts it.
 	KVCacheBlockSize int `yaml:"kv_cache_block_size"`
-	// UseKVEvents follows the workers' kv-events (DYN_USE_KV_EVENTS).
-	UseKVEvents bool `yaml:"use_kv_events"`
 	// The router-side active-sequence switches (DYN_ROUTER_TRACK_*).
 	TrackActiveBlocks  bool `yaml:"track_active_blocks"`
 	TrackOutputBlocks  bool `yaml:"track_output_blocks"`
@@ -75,5 +73,5 @@ type EPP struct {
 
 func defaultEPP() EPP {
 	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
-		UseKVEvents: true, TrackActiveBlocks: true, TrackPrefillTokens: true}
+		TrackActiveBlocks: true, TrackPrefillTokens: true}
 }

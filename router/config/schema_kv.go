@@ -11,11 +11,16 @@ type KV struct {
 	PinnedArtifacts []string `yaml:"pinned_artifacts"`
 	// ArtifactCacheDir holds fetched artifacts by checksum; empty means the
 	// per-user cache directory (EffectiveArtifactCacheDir).
-	ArtifactCacheDir          string                    `yaml:"artifact_cache_dir"`
-	OverlapScoreCredit        float64                   `yaml:"overlap_score_credit"`
-	PrefillLoadScale          float64                   `yaml:"prefill_load_scale"`
-	RouterTemperature         float64                   `yaml:"router_temperature"`
-	SendTokenData             bool                      `yaml:"send_token_data"`
+	ArtifactCacheDir   string  `yaml:"artifact_cache_dir"`
+	OverlapScoreCredit float64 `yaml:"overlap_score_credit"`
+	PrefillLoadScale   float64 `yaml:"prefill_load_scale"`
+	RouterTemperature  float64 `yaml:"router_temperature"`
+	SendTokenData      bool    `yaml:"send_token_data"`
+	// UseKVEvents follows the workers' kv-events; false scores ranks on
+	// the cache state predicted from the router's own picks, each
+	// predicted block kept PredictedBlockTTL after its last pick.
+	UseKVEvents               bool                      `yaml:"use_kv_events"`
+	PredictedBlockTTL         Duration                  `yaml:"predicted_block_ttl"`
 	ConditionalDisaggregation ConditionalDisaggregation `yaml:"conditional_disaggregation"`
 }
 

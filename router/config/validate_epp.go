@@ -52,9 +52,6 @@ func (k *checker) epp(c *Config) {
 	notYet := func(field, what string) {
 		k.err(p+"."+field, "%s is not in this build yet; leave it at its default", what)
 	}
-	if !e.UseKVEvents {
-		notYet("use_kv_events", "routing on predicted cache state without kv-events")
-	}
 	if e.TrackOutputBlocks {
 		notYet("track_output_blocks", "predicting output blocks")
 	}

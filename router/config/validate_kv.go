@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -20,6 +21,9 @@ func (k *checker) kv(c *Config) {
 	}
 	if kv.PrefillLoadScale < 0 {
 		k.err(p+".prefill_load_scale", "must be >= 0, got %g", kv.PrefillLoadScale)
+	}
+	if ttl := time.Duration(kv.PredictedBlockTTL); ttl < time.Second || ttl > 24*time.Hour {
+		k.err(p+".predicted_block_ttl", "must be between 1s and 24h, got %s", ttl)
 	}
 	if kv.RouterTemperature < 0 {
 		k.err(p+".router_temperature", "must be >= 0 (0 picks the lowest cost), got %g", kv.RouterTemperature)

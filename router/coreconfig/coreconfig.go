@@ -4,6 +4,8 @@
 package coreconfig
 
 import (
+	"time"
+
 	"switchyard/router/config"
 	"switchyard/router/picker"
 )
@@ -12,7 +14,13 @@ import (
 // live router applies them at start and on every reload (and replay reads
 // them from a recorded configuration).
 func KVOptions(k config.KV) picker.KVOptions {
-	return picker.KVOptions{OverlapScoreCredit: k.OverlapScoreCredit, PrefillLoadScale: k.PrefillLoadScale,
+	o := picker.KVOptions{OverlapScoreCredit: k.OverlapScoreCredit, PrefillLoadScale: k.PrefillLoadScale,
 		Temperature: k.RouterTemperature, ConditionalDisagg: k.ConditionalDisaggregation.Enabled,
 		DecodeBusyThreshold: k.ConditionalDisaggregation.DecodeBusyThreshold}
+	// The TTL only matters when predicting; left out otherwise, so the
+	// recorded settings of a run that follows kv-events do not change.
+	if !k.UseKVEvents {
+		o.PredictCache, o.PredictedTTL = true, time.Duration(k.PredictedBlockTTL)
+	}
+	return o
 }

@@ -2,6 +2,7 @@ package coreconfig
 
 import (
 	"testing"
+	"time"
 
 	"switchyard/router/config"
 	"switchyard/router/picker"
@@ -15,10 +16,15 @@ func TestKVOptionsFromConfig(t *testing.T) {
 		t.Fatalf("defaults: %+v, want Dynamo's %+v", got, picker.DefaultKVOptions())
 	}
 	busy := 0.7
-	c := config.KV{OverlapScoreCredit: 0.25, PrefillLoadScale: 2, RouterTemperature: 0.5,
+	c := config.KV{OverlapScoreCredit: 0.25, PrefillLoadScale: 2, RouterTemperature: 0.5, UseKVEvents: true,
 		ConditionalDisaggregation: config.ConditionalDisaggregation{Enabled: true, DecodeBusyThreshold: &busy}}
 	want := picker.KVOptions{OverlapScoreCredit: 0.25, PrefillLoadScale: 2, Temperature: 0.5, ConditionalDisagg: true, DecodeBusyThreshold: &busy}
 	if got := KVOptions(c); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	c.UseKVEvents, c.PredictedBlockTTL = false, config.Duration(30*time.Second)
+	want.PredictCache, want.PredictedTTL = true, 30*time.Second
+	if got := KVOptions(c); got != want {
+		t.Fatalf("without kv-events: got %+v, want %+v", got, want)
 	}
 }

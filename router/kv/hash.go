@@ -89,13 +89,20 @@ func SequenceHashes(local []uint64) []uint64 {
 	if len(local) == 0 {
 		return nil
 	}
-	out := make([]uint64, len(local))
-	out[0] = local[0]
+	return appendSequenceHashes(make([]uint64, 0, len(local)), local)
+}
+
+// appendSequenceHashes appends local's sequence hashes to dst.
+func appendSequenceHashes(dst, local []uint64) []uint64 {
 	var buf [16]byte
-	for i := 1; i < len(local); i++ {
-		binary.LittleEndian.PutUint64(buf[0:8], out[i-1])
-		binary.LittleEndian.PutUint64(buf[8:16], local[i])
-		out[i] = xxh3.HashSeed(buf[:], BaseSeed)
+	for i, h := range local {
+		if i == 0 {
+			dst = append(dst, h)
+			continue
+		}
+		binary.LittleEndian.PutUint64(buf[0:8], dst[len(dst)-1])
+		binary.LittleEndian.PutUint64(buf[8:16], h)
+		dst = append(dst, xxh3.HashSeed(buf[:], BaseSeed))
 	}
-	return out
+	return dst
 }

@@ -227,6 +227,14 @@ func (x *Index) SetLive(live iter.Seq[Rank]) (refused int) {
 	return refused
 }
 
+// ClearAll drops every rank's blocks and cursors; the ranks stay live.
+func (x *Index) ClearAll() {
+	for _, s := range x.ranks {
+		x.clearBlocks(s)
+		x.slots[s].cursor, x.slots[s].hasCursor = 0, false
+	}
+}
+
 // ClearRank drops every block and the cursor of a live rank (the host's
 // Cleared-equivalent, e.g. for a subscription silent too long). It reports
 // whether the rank is live.

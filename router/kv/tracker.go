@@ -26,6 +26,9 @@ type Tracker struct {
 	// seen remembers, per publisher, which ranks its events named, so a
 	// lost subscription clears exactly those (bounded per publisher).
 	seen map[publisherKey]map[Rank]struct{}
+	// pred is set while cache state is predicted from picks (predict.go);
+	// kv-events are then ignored.
+	pred *predictor
 }
 
 type publisherKey struct {
@@ -45,7 +48,7 @@ const PublisherLostResult = "publisher_lost"
 // EventResults lists every result label Apply reports, for pre-registered
 // metric series: the decoders' refusals and the index's outcomes.
 func EventResults() []string {
-	var out []string
+	out := []string{PredictingResult}
 	for _, r := range Results() {
 		out = append(out, r.String())
 	}
@@ -108,6 +111,9 @@ func (t *Tracker) Apply(m *events.KVMessage) string {
 }
 
 func (t *Tracker) apply(m *events.KVMessage) string {
+	if t.pred != nil {
+		return PredictingResult
+	}
 	pub, _, dr := t.dec.Decode(m.Frames, &t.ev)
 	if dr != DecodeOK {
 		return dr.String()

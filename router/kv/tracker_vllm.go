@@ -20,6 +20,9 @@ func (t *Tracker) ApplyVLLM(namespace string, workerID uint64, frames [][]byte) 
 }
 
 func (t *Tracker) applyVLLM(namespace string, workerID uint64, frames [][]byte) string {
+	if t.pred != nil {
+		return PredictingResult
+	}
 	if dr := DecodeVLLMBatch(frames, workerID, &t.vllm); dr != DecodeOK {
 		return dr.String()
 	}

@@ -3,6 +3,7 @@ package picker
 import (
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"switchyard/router/kv"
 	"switchyard/router/load"
@@ -47,6 +48,12 @@ type KVOptions struct {
 	Temperature         float64  `json:"router_temperature"`
 	ConditionalDisagg   bool     `json:"conditional_disagg"`
 	DecodeBusyThreshold *float64 `json:"decode_busy_threshold,omitempty"` // fraction of total_kv_blocks; nil = no check
+	// PredictCache scores ranks on the cache state the router predicts
+	// from its own picks instead of the workers' kv-events
+	// (dynamo.kv.use_kv_events false); PredictedTTL is how long a
+	// predicted block lasts (kv.DefaultPredictedTTL when 0).
+	PredictCache bool          `json:"predict_cache,omitempty"`
+	PredictedTTL time.Duration `json:"predicted_ttl,omitempty"`
 }
 
 // DefaultKVOptions are Dynamo's defaults.
@@ -76,6 +83,8 @@ type kvPolicy struct {
 	// prefill pool beside them prefill locally, as aggregated ones do, so
 	// they are scored by overlap too.
 	disagg bool
+	// now is the pick's time, for predictions (PredictCache).
+	now time.Time
 }
 
 // NewKVAware returns the KV-overlap-aware picker (docs/picker.md): prefill
@@ -97,8 +106,18 @@ func newKVPolicy(tracker *kv.Tracker, o KVOptions, seed uint64, kvCount func(str
 	if unsupported == nil {
 		unsupported = func(string, int) {}
 	}
-	return &kvPolicy{tracker: tracker, opts: o, rng: rand.New(rand.NewPCG(seed, seed^0x6b76)), count: kvCount,
+	k := &kvPolicy{tracker: tracker, opts: o, rng: rand.New(rand.NewPCG(seed, seed^0x6b76)), count: kvCount,
 		overlap: map[kv.Rank]uint32{}, unsupported: unsupported}
+	k.predictMode()
+	return k
+}
+
+// predictMode has the tracker follow kv-events or predict cache state
+// from picks, as the options say.
+func (k *kvPolicy) predictMode() {
+	if k.tracker != nil {
+		k.tracker.SetPredicting(k.opts.PredictCache, k.opts.PredictedTTL)
+	}
 }
 
 // SetKVOptions replaces the KV settings (a configuration reload); a
@@ -108,6 +127,7 @@ func (s *Scheduler) SetKVOptions(o KVOptions) {
 	defer s.mu.Unlock()
 	if k, ok := s.policy.(*kvPolicy); ok {
 		k.opts = o
+		k.predictMode()
 	}
 }
 
@@ -122,7 +142,10 @@ func (k *kvPolicy) prepare(req Request, pools *pools) {
 	}
 	clear(k.overlap)
 	k.sizes = [maxBlockSizes]int{}
-	k.result, k.model = "", req.Model
+	k.result, k.model, k.now = "", req.Model, req.Now
+	if k.opts.PredictCache {
+		k.tracker.ExpirePredicted(req.Now)
+	}
 	if req.Tokens == nil {
 		k.result = KVTokenizerUnavailable
 		if req.NoTokens != "" {
@@ -201,8 +224,21 @@ func (k *kvPolicy) choose(s *Scheduler, phase load.Phase, cands []candidate, req
 	return loadPolicy{}.choose(s, phase, cands, req)
 }
 
-// chosen counts the selection's kv result.
-func (k *kvPolicy) chosen(c *candidate) { k.countResult(c) }
+// chosen counts the selection's kv result and, when cache state is
+// predicted, records that the chosen rank now holds the prompt's blocks:
+// it is the one that prefills them.
+func (k *kvPolicy) chosen(c *candidate) {
+	k.countResult(c)
+	if !k.opts.PredictCache {
+		return
+	}
+	for i, bs := range k.sizes {
+		if bs != 0 && bs == int(c.w.BlockSize) {
+			k.tracker.Predict(kv.Rank{Namespace: c.w.Namespace, WorkerID: c.w.InstanceID, DPRank: c.rank}, k.hashes[i], k.now)
+			return
+		}
+	}
+}
 
 // countResult counts the selection's kv result by the rank it chose.
 func (k *kvPolicy) countResult(c *candidate) {

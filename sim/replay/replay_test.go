@@ -374,3 +374,45 @@ faults:
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// Cache state predicted from picks (no kv-events) is a function of the
+// recorded picks and their times, so a replay predicts and expires exactly
+// what the run did, and the run is byte-identical for a seed.
+func TestPredictedCacheStateReplaysExactly(t *testing.T) {
+	src := `
+seed: 5
+picker: kv
+router: {kv: {use_kv_events: false, predicted_block_ttl: 2s}}
+fleet:
+  - {role: aggregated, count: 4, total_kv_blocks: 512}
+workload:
+  shared_prefix: {groups: 8, users_per_group: 4, system_tokens: 512, question_tokens: 64, output: {min: 8, max: 32}, rate: 30, count: 300}
+`
+	path, sum := recordWithStats(t, src)
+	if sum.HitRatio <= 0 {
+		t.Fatalf("predictions found no cached prefix: %+v", sum)
+	}
+	rep, err := Run(open(t, path), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Selections != 300 || !rep.Exact() {
+		t.Fatalf("report %+v", rep)
+	}
+	if dump(t, path) != dump(t, record(t, src)) {
+		t.Fatal("two recordings of one scenario differ")
+	}
+	// The TTL shapes the picks, so the replay must take it from the
+	// recorded settings: another TTL gives another run, exact in turn.
+	longer, longSum := recordWithStats(t, strings.Replace(src, "predicted_block_ttl: 2s", "predicted_block_ttl: 60s", 1))
+	if longSum.HitRatio == sum.HitRatio {
+		t.Fatalf("a 60 s TTL changed nothing: hit ratio %v", sum.HitRatio)
+	}
+	other, err := Run(open(t, longer), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !other.Exact() {
+		t.Fatalf("the 60 s run does not replay exactly: %+v", other)
+	}
+}
