@@ -52,6 +52,7 @@ func Default() *Config {
 					Embedded:              EmbeddedEtcd{Listen: DefaultEmbeddedListen},
 				},
 				Kubernetes: KubernetesDiscovery{WatchReconnectBackoff: backoff},
+				InferencePool: InferencePoolDiscovery{Namespace: "default", KVEventsPort: 5557},
 			},
 			Load: LoadSignals{
 				MaxStaleness: Duration(3 * time.Second),
