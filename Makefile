@@ -8,7 +8,7 @@ CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreco
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
         ./router/kv/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
-.PHONY: build test test-deps envtest-assets grpcurl vet fmt-check race demo bench fuzz clean
+.PHONY: build test test-deps envtest-assets grpcurl inference-sim vet fmt-check race demo bench fuzz clean
 
 # The Kubernetes discovery tests run a real kube-apiserver and etcd
 # (envtest), built from the Go module proxy by hack/envtest/build.sh into a
@@ -21,6 +21,13 @@ export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 120s
 # client built from the Go module proxy by hack/grpcurl/build.sh into a
 # cache folder outside the clone when missing (about a minute).
 export SWITCHYARD_GRPCURL ?= $(shell bash hack/grpcurl/build.sh --path)
+
+# llm-d-inference-sim, an independent vLLM emulator that serves the OpenAI
+# API and publishes vLLM KV events, plays the worker Pods of the endpoint
+# picker's standalone mode; hack/inference-sim/build.sh builds it from the
+# Go module proxy into a cache folder outside the clone when missing
+# (about 9 minutes the first time). CI builds it before `make test`.
+export SWITCHYARD_INFERENCE_SIM ?= $(shell bash hack/inference-sim/build.sh --path)
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/switchyard ./cmd/switchyard
@@ -50,6 +57,9 @@ envtest-assets:
 
 grpcurl:
 	@bash hack/grpcurl/build.sh >/dev/null
+
+inference-sim:
+	@bash hack/inference-sim/build.sh >/dev/null
 
 test: test-deps envtest-assets grpcurl fmt-check vet race
 	$(GO) test -count=1 $(call not_wallclock,./...)

@@ -30,14 +30,18 @@ func newEPPCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "epp [--config FILE] [--listen ADDR] [--plaintext]",
 		Short: "Run the Gateway API endpoint picker: an Envoy ext_proc server on :9002",
-		Long: `Run the Gateway API Inference Extension endpoint picker in Dynamo mode: an
+		Long: `Run the Gateway API Inference Extension endpoint picker: an
 Envoy ext_proc (v3) gRPC server that tells an inference gateway which worker's
 frontend sidecar serves each request, and pins the workers with x-dynamo-*
 headers, on the same routing core as the gateway of "switchyard serve".
 
 Workers come from the configuration's Dynamo discovery: FILE, or without one the
 variables Dynamo's operator sets (DYN_DISCOVERY_BACKEND=kubernetes: DynamoWorkerMetadata
-in POD_NAMESPACE; otherwise etcd at ETCD_ENDPOINTS; DYN_NAMESPACE names the graph).
+in POD_NAMESPACE; otherwise etcd at ETCD_ENDPOINTS; DYN_NAMESPACE names the graph),
+or with DYN_EPP_MODE=standalone the Pods of the InferencePool DYN_EPP_POOL_NAME
+(in DYN_EPP_POOL_NAMESPACE, else POD_NAMESPACE), whose vLLM engines' KV events
+are subscribed on each Pod's IP (port 5557 or the switchyard.dev/kv-events-port
+annotation); standalone needs DYN_MODEL_NAME and DYN_KV_CACHE_BLOCK_SIZE.
 Dynamo's DYN_* variables are read over the file: DYN_EPP_MODE, DYN_MODEL_NAME,
 DYN_KV_CACHE_BLOCK_SIZE, DYN_USE_KV_EVENTS, DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT,
 DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY, DYN_ROUTER_PREFILL_LOAD_SCALE,
@@ -83,7 +87,9 @@ epp.cert_file/key_file or --plaintext say otherwise; the HTTP listener
 // file, from the variables Dynamo's operator gives the Pods of a graph:
 // DYN_DISCOVERY_BACKEND (kubernetes: DynamoWorkerMetadata in the Pod's
 // own Kubernetes namespace, POD_NAMESPACE; otherwise etcd at
-// ETCD_ENDPOINTS) and DYN_NAMESPACE, the graph's Dynamo namespace.
+// ETCD_ENDPOINTS) and DYN_NAMESPACE, the graph's Dynamo namespace. With
+// DYN_EPP_MODE=standalone the workers are the Pods of an InferencePool in
+// POD_NAMESPACE instead (DYN_EPP_POOL_NAME, DYN_EPP_POOL_NAMESPACE).
 func discoveryFromPlatform(c *config.Config, lookup func(string) (string, bool)) {
 	get := func(k, def string) string {
 		if v, ok := lookup(k); ok && strings.TrimSpace(v) != "" {
@@ -93,6 +99,15 @@ func discoveryFromPlatform(c *config.Config, lookup func(string) (string, bool))
 	}
 	ns := get("DYN_NAMESPACE", config.DefaultNamespace)
 	d := &c.Dynamo.Discovery
+	if get("DYN_EPP_MODE", "") == config.EPPModeStandalone {
+		// Standalone: the workers are an InferencePool's Pods (named by
+		// DYN_EPP_POOL_NAME, read over this) and their engines' own KV
+		// events are what the picker routes on.
+		d.Source = config.SourceInferencePool
+		d.InferencePool.Namespace = get("POD_NAMESPACE", "default")
+		c.Dynamo.KV.Enabled = true
+		return
+	}
 	if get("DYN_DISCOVERY_BACKEND", "") == "kubernetes" {
 		d.Source = config.SourceKubernetes
 		d.Kubernetes.Namespace = get("POD_NAMESPACE", "default")

@@ -32,6 +32,7 @@ func TestEPPRefusesBadVariables(t *testing.T) {
 		{"DYN_EPP_MODE", "sidecar"}:                      `DYN_EPP_MODE (epp.mode): must be dynamo or standalone, got "sidecar"`,
 		{"DYN_ROUTER_REPLICA_SYNC", "true"}:              "DYN_ROUTER_REPLICA_SYNC (epp.replica_sync): sharing active-sequence state between replicas is not in this build yet",
 		{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "1"}: "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT (epp.decode_active_request_weight)",
+		{"DYN_EPP_MODE", "standalone"}:                   "dynamo.discovery.inference_pool.name: must name the InferencePool",
 	} {
 		t.Run(env[0]+"="+env[1], func(t *testing.T) {
 			t.Setenv(env[0], env[1])
@@ -131,4 +132,24 @@ func TestEPPDiscoveryFromThePlatform(t *testing.T) {
 	assert.Equal(t, config.DefaultNamespace, c.Dynamo.Discovery.Kubernetes.DynamoNamespace)
 	cmd := newEPPCmd()
 	require.NoError(t, eppFlags{listen: config.DefaultEPPListen}.overlay(cmd, c, env(nil)), "a valid endpoint-picker configuration")
+}
+
+// DYN_EPP_MODE=standalone without a file reads the workers from the pool
+// the variables name, in the Pod's namespace, and refuses to start
+// without the block size its Pods cannot tell.
+func TestEPPStandaloneFromVariables(t *testing.T) {
+	env := map[string]string{"DYN_EPP_MODE": "standalone", "DYN_EPP_POOL_NAME": "llama", "POD_NAMESPACE": "serving",
+		"DYN_MODEL_NAME": "meta-llama/Llama-3.1-8B-Instruct"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c := config.Default()
+	discoveryFromPlatform(c, lookup)
+	cmd := newEPPCmd()
+	err := eppFlags{listen: config.DefaultEPPListen}.overlay(cmd, c, lookup)
+	require.ErrorContains(t, err, "epp.kv_cache_block_size: is required in standalone mode")
+	env["DYN_KV_CACHE_BLOCK_SIZE"] = "16"
+	require.NoError(t, eppFlags{listen: config.DefaultEPPListen}.overlay(cmd, c, lookup))
+	d := c.Dynamo.Discovery
+	assert.Equal(t, config.SourceInferencePool, d.Source)
+	assert.Equal(t, config.InferencePoolDiscovery{Name: "llama", Namespace: "serving", KVEventsPort: 5557}, d.InferencePool)
+	assert.True(t, c.Dynamo.KV.Enabled, "standalone routes on the engines' KV events")
 }

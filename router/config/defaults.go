@@ -51,7 +51,8 @@ func Default() *Config {
 					WatchReconnectBackoff: backoff,
 					Embedded:              EmbeddedEtcd{Listen: DefaultEmbeddedListen},
 				},
-				Kubernetes: KubernetesDiscovery{WatchReconnectBackoff: backoff},
+				Kubernetes:    KubernetesDiscovery{WatchReconnectBackoff: backoff},
+				InferencePool: InferencePoolDiscovery{Namespace: "default", KVEventsPort: 5557},
 			},
 			Load: LoadSignals{
 				MaxStaleness: Duration(3 * time.Second),

@@ -27,6 +27,10 @@ func (e EtcdDiscovery) EffectiveEndpoints() []string {
 // Namespaces lists the Dynamo namespaces the configured source watches,
 // the primary one first.
 func (d Discovery) Namespaces() []string {
+	if d.Source == SourceInferencePool {
+		// A pool's workers are registered in one fixed namespace.
+		return []string{DefaultNamespace}
+	}
 	if d.Source == SourceKubernetes || d.Source == SourceKubernetesPods {
 		if len(d.Kubernetes.DynamoNamespaces) > 0 {
 			return d.Kubernetes.DynamoNamespaces

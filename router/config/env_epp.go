@@ -30,6 +30,13 @@ var EPPVariables = []EPPVariable{
 	{"DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "epp.track_output_blocks", boolVar(func(c *Config) *bool { return &c.EPP.TrackOutputBlocks })},
 	{"DYN_ROUTER_TRACK_PREFILL_TOKENS", "epp.track_prefill_tokens", boolVar(func(c *Config) *bool { return &c.EPP.TrackPrefillTokens })},
 	{"DYN_EPP_PEER_SERVICE", "epp.peer_service", func(c *Config, v string) error { c.EPP.PeerService = v; return nil }},
+	// Standalone mode's pool, by Switchyard's names for what GAIE's own
+	// endpoint picker takes as --pool-name and --pool-namespace.
+	{"DYN_EPP_POOL_NAME", "dynamo.discovery.inference_pool.name", func(c *Config, v string) error { c.Dynamo.Discovery.InferencePool.Name = v; return nil }},
+	{"DYN_EPP_POOL_NAMESPACE", "dynamo.discovery.inference_pool.namespace", func(c *Config, v string) error {
+		c.Dynamo.Discovery.InferencePool.Namespace = v
+		return nil
+	}},
 }
 
 // ApplyEPPVariables sets the fields of the DYN_* variables lookup finds

@@ -84,6 +84,9 @@ func DiscoveryChange(old, new *Config) DiscoveryReload {
 	if n.Source == SourceEtcd {
 		return etcdChange(o, n)
 	}
+	if n.Source == SourceInferencePool {
+		return poolChange(old, new)
+	}
 	return kubernetesChange(o, n)
 }
 

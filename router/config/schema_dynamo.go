@@ -15,6 +15,9 @@ const (
 	SourceEtcd           = "etcd"
 	SourceKubernetes     = "kubernetes"
 	SourceKubernetesPods = "kubernetes_pods"
+	// SourceInferencePool is the endpoint picker's standalone mode: the
+	// Pods an InferencePool selects, with no Dynamo runtime.
+	SourceInferencePool = "inference_pool"
 )
 
 // Discovery selects where workers are discovered.
@@ -22,6 +25,25 @@ type Discovery struct {
 	Source     string              `yaml:"source"`
 	Etcd       EtcdDiscovery       `yaml:"etcd"`
 	Kubernetes KubernetesDiscovery `yaml:"kubernetes"`
+	// InferencePool is source inference_pool's pool.
+	InferencePool InferencePoolDiscovery `yaml:"inference_pool"`
+}
+
+// InferencePoolDiscovery names the InferencePool (inference.networking.k8s.io/v1)
+// whose selected Pods are the workers under source inference_pool, and how
+// their vLLM engines' KV events are reached. The Pods are watched with
+// dynamo.discovery.kubernetes.watch_reconnect_backoff; the model and block
+// size are epp.model_name and epp.kv_cache_block_size (there are no cards).
+type InferencePoolDiscovery struct {
+	// Name is the pool's name (DYN_EPP_POOL_NAME).
+	Name string `yaml:"name"`
+	// Namespace is the Kubernetes namespace of the pool and its Pods
+	// (DYN_EPP_POOL_NAMESPACE, else POD_NAMESPACE).
+	Namespace string `yaml:"namespace"`
+	// KVEventsPort is the port each Pod's engine publishes KV events on,
+	// unless the Pod's switchyard.dev/kv-events-port annotation names
+	// another (vLLM binds tcp://*:5557 by default).
+	KVEventsPort int `yaml:"kv_events_port"`
 }
 
 // DefaultNamespace is Dynamo's own default DYN_NAMESPACE.

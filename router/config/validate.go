@@ -47,8 +47,10 @@ func (k *checker) admin(c *Config) {
 func (k *checker) discoverySource(c *Config) {
 	switch c.Dynamo.Discovery.Source {
 	case SourceEtcd, SourceKubernetes, SourceKubernetesPods:
+	case SourceInferencePool:
+		k.inferencePool(c)
 	default:
-		k.err("dynamo.discovery.source", "must be etcd, kubernetes or kubernetes_pods, got %q", c.Dynamo.Discovery.Source)
+		k.err("dynamo.discovery.source", "must be etcd, kubernetes, kubernetes_pods or inference_pool, got %q", c.Dynamo.Discovery.Source)
 	}
 }
 

@@ -32,7 +32,7 @@ func (k *checker) epp(c *Config) {
 	switch e.Mode {
 	case EPPModeDynamo:
 	case EPPModeStandalone:
-		k.err(p+".mode", "standalone (InferencePool-selected Pods) is not in this build yet; use dynamo")
+		k.standalone(c)
 	default:
 		k.err(p+".mode", "must be dynamo or standalone, got %q", e.Mode)
 	}

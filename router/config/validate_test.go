@@ -49,7 +49,7 @@ func TestValidateServerAdminBackends(t *testing.T) {
 		{"backend global prompt not utf-8", func(c *Config) { c.Backends[0].GlobalPrompts = []string{"a\xff"} }, wantErr, "backends[0].global_prompts[0]", "UTF-8"},
 		{"backend single leading system", func(c *Config) { c.Backends[0].RequiresSingleLeadingSystem = true }, wantOK, "", ""},
 		{"backend model empty", func(c *Config) { c.Backends[0].Models = []string{"m", " "} }, wantErr, "backends[0].models[1]", "empty"},
-		{"source", func(c *Config) { c.Dynamo.Discovery.Source = "consul" }, wantErr, "dynamo.discovery.source", "etcd, kubernetes or kubernetes_pods"},
+		{"source", func(c *Config) { c.Dynamo.Discovery.Source = "consul" }, wantErr, "dynamo.discovery.source", "etcd, kubernetes, kubernetes_pods or inference_pool"},
 	})
 }
 
@@ -505,4 +505,37 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"dynamo.discovery.etcd.endpoints[1]",
 		"dynamo.load.max_staleness",
 	}, paths)
+}
+
+// Standalone mode reads its workers from an InferencePool and, with no
+// model cards, needs the model and block size given; the pool source
+// belongs to it alone.
+func TestValidateStandalone(t *testing.T) {
+	standalone := func(mut func(c *Config)) []string {
+		c := Default()
+		c.Dynamo.Enabled, c.EPP.Enabled, c.EPP.Mode = true, true, EPPModeStandalone
+		c.Dynamo.Discovery.Source = SourceInferencePool
+		c.Dynamo.Discovery.InferencePool.Name = "llama"
+		c.EPP.ModelName, c.EPP.KVCacheBlockSize = "meta-llama/Llama-3.1-8B-Instruct", 16
+		mut(c)
+		errs, _ := c.Validate()
+		var out []string
+		for _, e := range errs {
+			out = append(out, e.String())
+		}
+		return out
+	}
+	assert.Empty(t, standalone(func(*Config) {}))
+	assert.Equal(t, []string{"dynamo.discovery.inference_pool.name: must name the InferencePool whose Pods are the workers"},
+		standalone(func(c *Config) { c.Dynamo.Discovery.InferencePool.Name = "" }))
+	assert.Equal(t, []string{"epp.kv_cache_block_size: is required in standalone mode: the pool's Pods carry no model card"},
+		standalone(func(c *Config) { c.EPP.KVCacheBlockSize = 0 }))
+	assert.Equal(t, []string{"epp.model_name: is required in standalone mode: the pool's Pods carry no model card"},
+		standalone(func(c *Config) { c.EPP.ModelName = "" }))
+	assert.Contains(t, standalone(func(c *Config) { c.Dynamo.Discovery.Source = SourceEtcd }),
+		`dynamo.discovery.source: must be inference_pool in the endpoint picker's standalone mode, got "etcd"`)
+	assert.Contains(t, standalone(func(c *Config) { c.EPP.Mode = EPPModeDynamo }),
+		"dynamo.discovery.source: inference_pool is the endpoint picker's standalone mode: set epp.enabled and epp.mode: standalone")
+	assert.Equal(t, []string{"dynamo.discovery.inference_pool.kv_events_port: must be a port between 1 and 65535, got 0"},
+		standalone(func(c *Config) { c.Dynamo.Discovery.InferencePool.KVEventsPort = 0 }))
 }

@@ -29,6 +29,25 @@ func TestTransportHost(t *testing.T) {
 	}
 }
 
+// The port comes with the host, 0 when it is out of range or the host is
+// refused.
+func TestTransportAddressPort(t *testing.T) {
+	for raw, want := range map[string]uint16{
+		`{"tcp":"10.0.0.4:8000"}`:      8000,
+		`{"tcp":"[fd00::7]:31000/x"}`:  31000,
+		`{"tcp":"10.0.0.4:0"}`:         0,
+		`{"tcp":"10.0.0.4:70000"}`:     0,
+		`{"tcp":"bad host:8000"}`:      0,
+		`{"nats_tcp":"dynamo.x:8000"}`: 0,
+	} {
+		_, port := transportAddress(json.RawMessage(raw))
+		require.Equal(t, want, port, raw)
+	}
+	p, err := parseRecord("dynamo", events.Instances, []byte(`{"type":"Endpoint","component":"backend","endpoint":"generate","instance_id":7,"transport":{"tcp":"10.1.2.3:8000"}}`))
+	require.NoError(t, err)
+	require.Equal(t, uint16(8000), p.endpoint.port)
+}
+
 // The reducer carries the host onto the worker.
 func TestWorkerHostFromEndpointRecord(t *testing.T) {
 	p, err := parseRecord("dynamo", events.Instances, []byte(`{"type":"Endpoint","component":"backend","endpoint":"generate","instance_id":7,"transport":{"tcp":"10.1.2.3:4000/x"}}`))

@@ -157,6 +157,7 @@ type endpointRecord struct {
 	instanceID          uint64
 	// host is the request-plane host the transport names ("" when none).
 	host string
+	port uint16
 }
 
 // cardRecord is a Model value: the typed subset plus the opaque card.
@@ -335,8 +336,9 @@ func parseRecord(ns string, ks events.Keyspace, value []byte) (parsed, error) {
 		if e.Endpoint != "generate" {
 			return parsed{}, nil
 		}
+		host, port := transportAddress(e.Transport)
 		return parsed{endpoint: &endpointRecord{component: e.Component, endpoint: e.Endpoint, instanceID: e.InstanceID.value,
-			host: transportHost(e.Transport)}}, nil
+			host: host, port: port}}, nil
 	case kindModel:
 		if !e.InstanceID.set {
 			return parsed{}, errNoID
@@ -408,17 +410,44 @@ const maxHostBytes = 253
 // own port. "" for another transport or anything that is not a plain
 // host (an IP address or a DNS name).
 func transportHost(raw json.RawMessage) string {
+	host, _ := transportAddress(raw)
+	return host
+}
+
+// transportAddress is transportHost with the port the record names (0
+// when it names none that fits 1-65535). Only hosts that know the port is
+// the one to address (the endpoint picker's standalone mode, whose Pod
+// records carry the InferencePool's target port) use it.
+func transportAddress(raw json.RawMessage) (string, uint16) {
 	var t struct {
 		TCP string `json:"tcp"`
 	}
 	if len(raw) == 0 || json.Unmarshal(raw, &t) != nil || t.TCP == "" {
-		return ""
+		return "", 0
 	}
 	hostPort, _, _ := strings.Cut(t.TCP, "/")
 	host, ok := splitHost(hostPort)
 	if !ok || host == "" || len(host) > maxHostBytes {
-		return ""
+		return "", 0
 	}
+	if host = checkedHost(host); host == "" {
+		return "", 0
+	}
+	return host, portOf(hostPort)
+}
+
+// portOf reads the port after the last colon of a host:port splitHost
+// accepted (digits only), 0 when it is out of range.
+func portOf(hostPort string) uint16 {
+	n, err := strconv.ParseUint(hostPort[strings.LastIndexByte(hostPort, ':')+1:], 10, 16)
+	if err != nil {
+		return 0
+	}
+	return uint16(n)
+}
+
+// checkedHost keeps an IP address or a DNS name, "" otherwise.
+func checkedHost(host string) string {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return host
 	}

@@ -34,7 +34,12 @@ type Worker struct {
 	// address or DNS name, "" when none): where hosts that address workers
 	// directly send them requests. Internal: never exported by the admin
 	// API or metrics.
-	Host      string
+	Host string
+	// Port is the port the Endpoint record names with Host, 0 for none.
+	// Dynamo's records name the request plane's port, not the frontend
+	// sidecar's, so only the endpoint picker's standalone mode (whose
+	// records come from an InferencePool) addresses it.
+	Port      uint16
 	BlockSize uint32
 	Runtime   RuntimeConfig
 	// HasCard is false until a base card joins the worker.
@@ -431,7 +436,7 @@ func (r *Reducer) buildWorker(wk WorkerKey) *Worker {
 	ep := h.rec.endpoint
 	w := &Worker{
 		Namespace: wk.Namespace, InstanceID: wk.InstanceID,
-		Component: ep.component, Endpoint: ep.endpoint, Host: ep.host,
+		Component: ep.component, Endpoint: ep.endpoint, Host: ep.host, Port: ep.port,
 		Runtime:     RuntimeConfig{DPSize: 1},
 		LastUpdated: h.updatedAt,
 	}

@@ -96,7 +96,7 @@ func sameWorker(a, b *Worker) bool {
 		return true
 	}
 	return a.Namespace == b.Namespace && a.InstanceID == b.InstanceID && a.Role == b.Role &&
-		a.Model == b.Model && a.Component == b.Component && a.Endpoint == b.Endpoint && a.Host == b.Host &&
+		a.Model == b.Model && a.Component == b.Component && a.Endpoint == b.Endpoint && a.Host == b.Host && a.Port == b.Port &&
 		a.BlockSize == b.BlockSize && sameRuntime(&a.Runtime, &b.Runtime) && a.HasCard == b.HasCard &&
 		string(a.Card) == string(b.Card) && a.FirstSeen.Equal(b.FirstSeen) && a.LastUpdated.Equal(b.LastUpdated)
 }

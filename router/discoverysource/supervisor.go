@@ -77,7 +77,7 @@ func New(target Target, clk clock.Clock, log *slog.Logger, m *metrics.Discovery,
 // Sources is the production factory: the runner for whichever source the
 // configuration selects, nil for one this build cannot run yet.
 func Sources(clk clock.Clock, log *slog.Logger) SourceFactory {
-	etcd, pods, meta := EtcdSource(clk, log), PodSource(clk, log), MetadataSource(clk, log)
+	etcd, pods, meta, pool := EtcdSource(clk, log), PodSource(clk, log), MetadataSource(clk, log), PoolSource(clk, log)
 	return func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner {
 		switch cfg.Dynamo.Discovery.Source {
 		case config.SourceEtcd:
@@ -86,8 +86,32 @@ func Sources(clk clock.Clock, log *slog.Logger) SourceFactory {
 			return pods(cfg, sink, count)
 		case config.SourceKubernetes:
 			return meta(cfg, sink, count)
+		case config.SourceInferencePool:
+			return pool(cfg, sink, count)
 		}
 		return nil
+	}
+}
+
+// PoolSource is the factory for source inference_pool (the endpoint
+// picker's standalone mode): a watcher over an InferencePool and the Pods
+// it selects.
+func PoolSource(clk clock.Clock, log *slog.Logger) SourceFactory {
+	return func(cfg *config.Config, sink etcdsource.Sink, count func(string)) Runner {
+		d := cfg.Dynamo.Discovery
+		if d.Source != config.SourceInferencePool {
+			return nil
+		}
+		ip := d.InferencePool
+		pc := k8ssource.PoolWatcherConfig{
+			PoolConfig: k8ssource.PoolConfig{DynamoNamespace: config.DefaultNamespace, Model: cfg.EPP.ModelName,
+				BlockSize: cfg.EPP.KVCacheBlockSize, KVEventsPort: ip.KVEventsPort},
+			Namespace:      ip.Namespace,
+			Pool:           ip.Name,
+			BackoffInitial: d.Kubernetes.WatchReconnectBackoff.Initial.Std(),
+			BackoffMax:     d.Kubernetes.WatchReconnectBackoff.Max.Std(),
+		}
+		return k8ssource.NewPoolWatcher(pc, sink, clk, log.With("component", "inference-pool-discovery"), count)
 	}
 }
 

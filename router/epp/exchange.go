@@ -316,7 +316,11 @@ func (x *exchange) destinationOf(sel picker.Selection) (string, bool) {
 				return "", false
 			}
 			x.checkBlockSize(w.InstanceID, int(w.BlockSize))
-			return net.JoinHostPort(w.Host, strconv.Itoa(x.st.TargetPort)), true
+			port := x.st.TargetPort
+			if x.st.Standalone && w.Port != 0 {
+				port = int(w.Port)
+			}
+			return net.JoinHostPort(w.Host, strconv.Itoa(port)), true
 		}
 	}
 	return "", false

@@ -60,6 +60,9 @@ type Settings struct {
 	// pick of a worker whose card says otherwise is counted and logged
 	// (its overlaps were scored on other blocks than the operator meant).
 	BlockSize int
+	// Standalone addresses each worker at the port its record names (the
+	// InferencePool's target port) rather than TargetPort.
+	Standalone bool
 }
 
 // SettingsFrom reads the endpoint picker's settings from a configuration.
@@ -74,6 +77,7 @@ func SettingsFrom(c *config.Config) Settings {
 		Render:        c.Dynamo.KV.Enabled,
 		SendTokenData: c.Dynamo.KV.Enabled && c.Dynamo.KV.SendTokenData,
 		BlockSize:     c.EPP.KVCacheBlockSize,
+		Standalone:    c.EPP.Mode == config.EPPModeStandalone,
 	}
 }
 

@@ -69,6 +69,19 @@ type Family struct {
 	Topic  string
 	Limits zmtp.Limits
 	Sink   Sink
+	// AllTopics subscribes to every message of the publisher instead of
+	// those whose first frame starts with Topic: a vLLM engine's own KV
+	// event publisher names its topic freely ("" by default, kv@<ip>@<model>
+	// on llm-d's simulator), so a subscription to it cannot filter by name.
+	AllTopics bool
+}
+
+// prefix is the subscription the family sends its publishers.
+func (f Family) prefix() []byte {
+	if f.AllTopics {
+		return []byte{}
+	}
+	return []byte(f.Topic)
 }
 
 // Policy is how subscriptions reach publishers.
@@ -379,7 +392,7 @@ func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (
 		return 0, context.Canceled
 	}
 	defer conn.Close()
-	z, err := zmtp.Handshake(conn, [][]byte{[]byte(s.fam.Topic)}, s.fam.Limits)
+	z, err := zmtp.Handshake(conn, [][]byte{s.fam.prefix()}, s.fam.Limits)
 	if err != nil {
 		return 0, err
 	}

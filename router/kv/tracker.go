@@ -114,6 +114,9 @@ func (t *Tracker) apply(m *events.KVMessage) string {
 	if t.pred != nil {
 		return PredictingResult
 	}
+	if len(m.Frames) == vllmFrames {
+		return t.applyVLLMMessage(m)
+	}
 	pub, _, dr := t.dec.Decode(m.Frames, &t.ev)
 	if dr != DecodeOK {
 		return dr.String()
@@ -125,19 +128,46 @@ func (t *Tracker) apply(m *events.KVMessage) string {
 	if !t.index.admits(r) {
 		return IdentityMismatch.String()
 	}
-	k := publisherKey{m.Namespace, m.PublisherID}
-	ranks := t.seen[k]
-	if _, ok := ranks[r]; !ok {
-		if len(ranks) >= MaxCursorsPerSubscription {
-			return resultCursorsExceeded
-		}
-		if ranks == nil {
-			ranks = map[Rank]struct{}{}
-			t.seen[k] = ranks
-		}
-		ranks[r] = struct{}{}
+	if !t.noteRank(publisherKey{m.Namespace, m.PublisherID}, r) {
+		return resultCursorsExceeded
 	}
 	return t.index.Apply(m.Namespace, &t.ev).String()
+}
+
+// vllmFrames is the frame count of a vLLM engine's own message [topic,
+// seq, payload]; Dynamo's event-plane messages have four.
+const vllmFrames = 3
+
+// applyVLLMMessage folds a vLLM engine's own batch received on a
+// subscription to that engine (the endpoint picker's standalone mode): the
+// publisher is the worker, so its id names the worker the events belong
+// to. The rank is remembered like a Dynamo publisher's, so a lost
+// subscription clears it.
+func (t *Tracker) applyVLLMMessage(m *events.KVMessage) string {
+	res := t.applyVLLM(m.Namespace, m.PublisherID, m.Frames)
+	r := Rank{Namespace: m.Namespace, WorkerID: m.PublisherID, DPRank: t.vllm.DPRank}
+	if t.index.admits(r) && !t.noteRank(publisherKey{m.Namespace, m.PublisherID}, r) {
+		return resultCursorsExceeded
+	}
+	return res
+}
+
+// noteRank remembers that the publisher's events named r; false when the
+// publisher already names as many ranks as one subscription may track.
+func (t *Tracker) noteRank(k publisherKey, r Rank) bool {
+	ranks := t.seen[k]
+	if _, ok := ranks[r]; ok {
+		return true
+	}
+	if len(ranks) >= MaxCursorsPerSubscription {
+		return false
+	}
+	if ranks == nil {
+		ranks = map[Rank]struct{}{}
+		t.seen[k] = ranks
+	}
+	ranks[r] = struct{}{}
+	return true
 }
 
 // PublisherLost clears every rank the publisher reported (its
@@ -153,6 +183,8 @@ func (t *Tracker) PublisherLost(ev events.KVPublisherLost) int {
 		if t.index.ClearRank(r) {
 			n++
 		}
+		// A vLLM engine that comes back numbers its batches from 0 again.
+		delete(t.vllmSeq, r)
 	}
 	delete(t.seen, k)
 	return n

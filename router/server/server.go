@@ -226,6 +226,8 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 		Subscriptions: s.loadSubs.Subscriptions, Store: s.core.Store(), Now: time.Now})
 	s.kvSubs = eventplane.NewSupervisor(eventplane.Family{
 		Topic: discovery.TopicKVEvents, Limits: envelope.KVEventLimits, Sink: kvSink{s.core},
+		// Standalone mode subscribes to vLLM engines' own publishers.
+		AllTopics: cfg.Dynamo.Discovery.Source == config.SourceInferencePool,
 	}, policy, clk, s.log.With("component", "kv"), s.metrics.KV.CountSubscription)
 	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.core.Tracker().Size})
 	every := o.tickEvery

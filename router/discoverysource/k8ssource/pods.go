@@ -194,8 +194,9 @@ func podIP(s string) string {
 }
 
 type cardJSON struct {
-	DisplayName string `json:"display_name"`
-	WorkerType  string `json:"worker_type"`
+	DisplayName      string `json:"display_name"`
+	WorkerType       string `json:"worker_type"`
+	KVCacheBlockSize int    `json:"kv_cache_block_size,omitempty"`
 }
 
 func mustJSON(v any) []byte {
