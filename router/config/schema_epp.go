@@ -69,7 +69,15 @@ type EPP struct {
 	// (DYN_EPP_PEER_SERVICE).
 	ReplicaSync bool   `yaml:"replica_sync"`
 	PeerService string `yaml:"peer_service"`
+	// FallbackEndpoints lists up to this many next-best workers after the
+	// pick in the destination, for the gateway to try in order when the
+	// first does not answer (standalone mode only: in dynamo mode every
+	// endpoint would receive the first pick's worker pins).
+	FallbackEndpoints int `yaml:"fallback_endpoints"`
 }
+
+// MaxFallbackEndpoints caps epp.fallback_endpoints.
+const MaxFallbackEndpoints = 8
 
 func defaultEPP() EPP {
 	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,

@@ -36,6 +36,12 @@ func (k *checker) epp(c *Config) {
 	default:
 		k.err(p+".mode", "must be dynamo or standalone, got %q", e.Mode)
 	}
+	switch {
+	case e.FallbackEndpoints < 0 || e.FallbackEndpoints > MaxFallbackEndpoints:
+		k.err(p+".fallback_endpoints", "must be between 0 and %d, got %d", MaxFallbackEndpoints, e.FallbackEndpoints)
+	case e.FallbackEndpoints > 0 && e.Mode != EPPModeStandalone:
+		k.err(p+".fallback_endpoints", "needs epp.mode standalone: in dynamo mode every endpoint in the list would receive the first pick's worker pins, so a fallback would still reach the first worker")
+	}
 	if e.TargetPort < 1 || e.TargetPort > 65535 {
 		k.err(p+".target_port", "must be a port between 1 and 65535, got %d", e.TargetPort)
 	}

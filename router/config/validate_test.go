@@ -538,4 +538,10 @@ func TestValidateStandalone(t *testing.T) {
 		"dynamo.discovery.source: inference_pool is the endpoint picker's standalone mode: set epp.enabled and epp.mode: standalone")
 	assert.Equal(t, []string{"dynamo.discovery.inference_pool.kv_events_port: must be a port between 1 and 65535, got 0"},
 		standalone(func(c *Config) { c.Dynamo.Discovery.InferencePool.KVEventsPort = 0 }))
+	assert.Empty(t, standalone(func(c *Config) { c.EPP.FallbackEndpoints = MaxFallbackEndpoints }))
+	assert.Equal(t, []string{"epp.fallback_endpoints: must be between 0 and 8, got 9"},
+		standalone(func(c *Config) { c.EPP.FallbackEndpoints = 9 }))
+	assert.Contains(t, standalone(func(c *Config) {
+		c.EPP.Mode, c.Dynamo.Discovery.Source, c.EPP.FallbackEndpoints = EPPModeDynamo, SourceEtcd, 2
+	}), "epp.fallback_endpoints: needs epp.mode standalone: in dynamo mode every endpoint in the list would receive the first pick's worker pins, so a fallback would still reach the first worker")
 }

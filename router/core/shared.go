@@ -113,6 +113,19 @@ func (s *Shared) Pick(req picker.Request) (picker.Selection, bool) {
 	return s.c.Pick(Arrival{Req: req})
 }
 
+// PickRanked is Pick that also appends the candidates the picker weighed
+// for this pick, with their costs when defined, to dst.
+func (s *Shared) PickRanked(req picker.Request, dst []picker.Candidate) (picker.Selection, []picker.Candidate, bool) {
+	req.Now = req.Now.Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sel, ok := s.c.Pick(Arrival{Req: req})
+	if ok && s.c.explain != nil {
+		dst = s.c.explain.Candidates(dst)
+	}
+	return sel, dst, ok
+}
+
 // Ended reports that a pinned request ended unserved.
 func (s *Shared) Ended(req picker.Request, sel picker.Selection) {
 	at := s.clk.Now().Round(0)

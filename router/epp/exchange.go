@@ -2,12 +2,14 @@ package epp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"switchyard/router/discovery"
 	"switchyard/router/gateway"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
@@ -79,9 +82,14 @@ type exchange struct {
 	req         picker.Request
 	sel         picker.Selection
 	destination string
-	status      int
-	firstByte   time.Time
-	ended       bool
+	// fallbacks follow destination in the list the gateway tries in order.
+	fallbacks []string
+	// released: the gateway served a fallback, so the pick's bookkeeping
+	// was closed then (its worker never saw the request).
+	released  bool
+	status    int
+	firstByte time.Time
+	ended     bool
 }
 
 func (x *exchange) run() error {
@@ -245,7 +253,7 @@ func (x *exchange) decide(body []byte) error {
 	if x.st.Render && prompted && x.s.opts.Prompter != nil {
 		req.Tokens, req.NoTokens = x.s.opts.Prompter.Tokens(x.ctx, model, chat, in.Body)
 	}
-	sel, ok := x.s.opts.Picker.Pick(req)
+	sel, cands, ok := x.pick(req)
 	if !ok {
 		return x.refuse(metrics.EPPUnavailable, http.StatusServiceUnavailable, "no_eligible_endpoint",
 			"no worker can serve model "+strconv.Quote(model)+" now")
@@ -262,17 +270,19 @@ func (x *exchange) decide(body []byte) error {
 			"no eligible worker among the endpoints the gateway allows")
 	}
 	x.picked, x.req, x.sel, x.destination = true, req, sel, dest
+	x.fallbacks = x.fallbacksFor(dest, sel, cands)
+	endpoints := strings.Join(append([]string{dest}, x.fallbacks...), ",")
 	x.s.inFlight.Add(1)
 
 	out := in.Body
 	if x.st.SendTokenData && prompted && len(req.Tokens) > 0 {
 		out = gateway.WithTokenData(out, req.Tokens)
 	}
-	mutation := &extprocv3.HeaderMutation{SetHeaders: pinHeaders(dest, &sel), RemoveHeaders: x.remove}
+	mutation := &extprocv3.HeaderMutation{SetHeaders: pinHeaders(endpoints, &sel), RemoveHeaders: x.remove}
 	if body != nil && !bytes.Equal(out, body) {
 		mutation.SetHeaders = append(mutation.SetHeaders, header("content-length", strconv.Itoa(len(out))))
 	}
-	meta := destinationMetadata(dest)
+	meta := destinationMetadata(endpoints)
 	x.s.opts.Metrics.Decided(metrics.EPPRouted, x.s.since(x.start))
 	if body == nil {
 		return x.send(withMetadata(headersResponse(&extprocv3.CommonResponse{HeaderMutation: mutation, ClearRouteCache: true}), meta))
@@ -306,24 +316,81 @@ const maxChunk = 64 << 10
 // destinationOf is the decode (or aggregated) worker's frontend sidecar:
 // its host and the configured target port.
 func (x *exchange) destinationOf(sel picker.Selection) (string, bool) {
-	snap := x.s.opts.Workers.Snapshot()
-	if snap == nil {
+	w := x.workerOf(sel.Namespace, sel.Decode.WorkerID)
+	if w == nil {
 		return "", false
 	}
+	x.checkBlockSize(w.InstanceID, int(w.BlockSize))
+	return x.addressOf(w)
+}
+
+// workerOf finds a discovered worker, or nil.
+func (x *exchange) workerOf(namespace string, id uint64) *discovery.Worker {
+	snap := x.s.opts.Workers.Snapshot()
+	if snap == nil {
+		return nil
+	}
 	for _, w := range snap.Workers {
-		if w.InstanceID == sel.Decode.WorkerID && w.Namespace == sel.Namespace {
-			if w.Host == "" {
-				return "", false
-			}
-			x.checkBlockSize(w.InstanceID, int(w.BlockSize))
-			port := x.st.TargetPort
-			if x.st.Standalone && w.Port != 0 {
-				port = int(w.Port)
-			}
-			return net.JoinHostPort(w.Host, strconv.Itoa(port)), true
+		if w.InstanceID == id && w.Namespace == namespace {
+			return w
 		}
 	}
-	return "", false
+	return nil
+}
+
+// addressOf is where the gateway reaches w: its host and the target port
+// (in standalone mode, the port its record names).
+func (x *exchange) addressOf(w *discovery.Worker) (string, bool) {
+	if w.Host == "" {
+		return "", false
+	}
+	port := x.st.TargetPort
+	if x.st.Standalone && w.Port != 0 {
+		port = int(w.Port)
+	}
+	return net.JoinHostPort(w.Host, strconv.Itoa(port)), true
+}
+
+// pick asks the picker for the request's workers, with the candidates it
+// weighed when fallback endpoints are wanted.
+func (x *exchange) pick(req picker.Request) (picker.Selection, []picker.Candidate, bool) {
+	if rp, ranks := x.s.opts.Picker.(RankingPicker); ranks && x.st.Fallbacks > 0 {
+		return rp.PickRanked(req, nil)
+	}
+	sel, ok := x.s.opts.Picker.Pick(req)
+	return sel, nil, ok
+}
+
+// fallbacksFor lists up to Settings.Fallbacks other endpoints for the
+// gateway to try in order when dest does not answer: the next-best
+// candidates of an aggregated pick by the picker's own cost, one per
+// endpoint, within the gateway's subset. A disaggregated pick has none:
+// its prefill pin ties it to the chosen pair.
+func (x *exchange) fallbacksFor(dest string, sel picker.Selection, cands []picker.Candidate) []string {
+	if x.st.Fallbacks == 0 || sel.HasPrefill {
+		return nil
+	}
+	ranked := slices.DeleteFunc(cands, func(c picker.Candidate) bool {
+		return c.Phase != "decode" || !c.Defined || c.WorkerID == sel.Decode.WorkerID
+	})
+	slices.SortStableFunc(ranked, func(a, b picker.Candidate) int {
+		return cmp.Or(cmp.Compare(a.Cost, b.Cost), cmp.Compare(a.WorkerID, b.WorkerID), cmp.Compare(a.DPRank, b.DPRank))
+	})
+	var out []string
+	for _, c := range ranked {
+		w := x.workerOf(sel.Namespace, c.WorkerID)
+		if w == nil {
+			continue
+		}
+		d, ok := x.addressOf(w)
+		if !ok || d == dest || slices.Contains(out, d) || (x.subset != nil && !contains(x.subset, d)) {
+			continue
+		}
+		if out = append(out, d); len(out) == x.st.Fallbacks {
+			break
+		}
+	}
+	return out
 }
 
 // checkBlockSize counts a pick of a worker whose card's block size is not
@@ -354,7 +421,7 @@ func (x *exchange) responseHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.
 		}
 	}
 	if served := servedEndpoint(m.GetMetadataContext()); served != "" && x.destination != "" && served != x.destination {
-		x.s.opts.Metrics.ServedElsewhere.Inc()
+		x.servedElsewhere(served)
 	}
 	if h.GetEndOfStream() {
 		x.end(OutcomeFromStatus(x.status))
@@ -384,11 +451,13 @@ func (x *exchange) end(status string) {
 	x.ended = true
 	x.s.inFlight.Add(-1)
 	now := x.s.opts.Clock.Now()
-	if status == OutcomeOK {
+	switch {
+	case x.released:
+	case status == OutcomeOK:
 		// The worker answered in full: it is done with the request, and
 		// its next sample may not come to say so.
 		x.s.opts.Picker.Finished(x.req, x.sel)
-	} else {
+	default:
 		x.s.opts.Picker.Ended(x.req, x.sel)
 	}
 	if x.s.opts.OnOutcome != nil {
@@ -403,6 +472,23 @@ func (x *exchange) end(status string) {
 			}
 		}
 		x.s.opts.OnOutcome(o)
+	}
+}
+
+// servedElsewhere hears that the gateway served the request from another
+// endpoint than the pick. A fallback of ours means the picked worker did
+// not answer and never holds the request: its dispatch ends now, unserved
+// (the serving worker's own load samples account for it). Any other
+// endpoint is the gateway's own choice, counted and otherwise trusted.
+func (x *exchange) servedElsewhere(served string) {
+	if !slices.Contains(x.fallbacks, served) {
+		x.s.opts.Metrics.ServedElsewhere.Inc()
+		return
+	}
+	x.s.opts.Metrics.FallbackServed.Inc()
+	if !x.released && !x.ended {
+		x.released = true
+		x.s.opts.Picker.Ended(x.req, x.sel)
 	}
 }
 

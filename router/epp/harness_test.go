@@ -43,7 +43,13 @@ const (
 // transport, instance ids 0x21 onward.
 func fleetShared(tb testing.TB, clk clock.Clock, transports ...string) *core.Shared {
 	tb.Helper()
-	c, err := core.New(core.Options{Picker: picker.NameRoundRobin})
+	return fleetSharedWith(tb, clk, picker.NameRoundRobin, transports...)
+}
+
+// fleetSharedWith is fleetShared with another picker.
+func fleetSharedWith(tb testing.TB, clk clock.Clock, pickerName string, transports ...string) *core.Shared {
+	tb.Helper()
+	c, err := core.New(core.Options{Picker: pickerName})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -92,6 +98,18 @@ func (c *countingPicker) Pick(req picker.Request) (picker.Selection, bool) {
 		c.refusedPicks++
 	}
 	return sel, ok
+}
+
+func (c *countingPicker) PickRanked(req picker.Request, dst []picker.Candidate) (picker.Selection, []picker.Candidate, bool) {
+	sel, dst, ok := c.p.(epp.RankingPicker).PickRanked(req, dst)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.picked[req.ID]++
+	} else {
+		c.refusedPicks++
+	}
+	return sel, dst, ok
 }
 
 func (c *countingPicker) Ended(req picker.Request, sel picker.Selection) {
@@ -237,6 +255,13 @@ func responseBody(chunk string, eos bool) *extprocv3.ProcessingRequest {
 
 func responseTrailers() *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: &extprocv3.HttpTrailers{}}}
+}
+
+// withServed attaches the endpoint the gateway reports it served from.
+func withServed(r *extprocv3.ProcessingRequest, endpoint string) *extprocv3.ProcessingRequest {
+	r.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		epp.LBNamespace: {Fields: map[string]*structpb.Value{epp.ServedKey: structpb.NewStringValue(endpoint)}}}}
+	return r
 }
 
 // withSubset attaches the gateway's subset hint (a list value, or one

@@ -24,6 +24,13 @@ type Picker interface {
 	Finished(req picker.Request, sel picker.Selection)
 }
 
+// RankingPicker also returns the candidates it weighed for the pick, with
+// their costs (core.Shared), from which fallback endpoints are drawn.
+type RankingPicker interface {
+	Picker
+	PickRanked(req picker.Request, dst []picker.Candidate) (picker.Selection, []picker.Candidate, bool)
+}
+
 // Workers is the discovered fleet.
 type Workers interface {
 	Snapshot() *discovery.Snapshot
@@ -63,6 +70,9 @@ type Settings struct {
 	// Standalone addresses each worker at the port its record names (the
 	// InferencePool's target port) rather than TargetPort.
 	Standalone bool
+	// Fallbacks is how many next-best endpoints follow the pick in the
+	// destination list (epp.fallback_endpoints).
+	Fallbacks int
 }
 
 // SettingsFrom reads the endpoint picker's settings from a configuration.
@@ -78,6 +88,7 @@ func SettingsFrom(c *config.Config) Settings {
 		SendTokenData: c.Dynamo.KV.Enabled && c.Dynamo.KV.SendTokenData,
 		BlockSize:     c.EPP.KVCacheBlockSize,
 		Standalone:    c.EPP.Mode == config.EPPModeStandalone,
+		Fallbacks:     c.EPP.FallbackEndpoints,
 	}
 }
 

@@ -28,9 +28,11 @@ type EPP struct {
 	// the destination (the body's arrival included).
 	DecisionSeconds prometheus.Histogram
 	Streams         prometheus.Gauge
-	// ServedElsewhere counts requests the gateway reports served by
-	// another endpoint than the one picked (a fallback or a subset).
+	// ServedElsewhere counts requests the gateway reports served by an
+	// endpoint it chose itself, neither the pick nor one of its
+	// fallbacks; FallbackServed those served by one of the fallbacks.
 	ServedElsewhere prometheus.Counter
+	FallbackServed  prometheus.Counter
 	// BlockSizeMismatch counts picks of workers whose card's block size
 	// is not epp.kv_cache_block_size.
 	BlockSizeMismatch prometheus.Counter
@@ -53,7 +55,11 @@ func newEPP() EPP {
 		}),
 		ServedElsewhere: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchyard_epp_served_elsewhere_total",
-			Help: "Requests the gateway reports served by another endpoint than the one picked.",
+			Help: "Requests the gateway reports served by an endpoint that is neither the one picked nor one of its fallbacks.",
+		}),
+		FallbackServed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchyard_epp_fallback_served_total",
+			Help: "Requests the gateway reports served by one of the fallback endpoints after the pick.",
 		}),
 		BlockSizeMismatch: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchyard_epp_block_size_mismatch_total",
@@ -67,7 +73,7 @@ func newEPP() EPP {
 }
 
 func (e EPP) collectors() []prometheus.Collector {
-	return []prometheus.Collector{e.Decisions, e.DecisionSeconds, e.Streams, e.ServedElsewhere, e.BlockSizeMismatch}
+	return []prometheus.Collector{e.Decisions, e.DecisionSeconds, e.Streams, e.ServedElsewhere, e.FallbackServed, e.BlockSizeMismatch}
 }
 
 // Decided counts one decision and how long it took.
