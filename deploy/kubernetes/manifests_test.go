@@ -60,10 +60,25 @@ var overlays = []overlay{
 	},
 }
 
-// rendered is an overlay's output from Kustomize, by kind (each kind once).
+// rendered is an overlay's output from Kustomize: every object, the
+// router's own (labelled app.kubernetes.io/name: switchyard) by kind, each
+// kind once, and the others an overlay ships beside it (an example engine)
+// by kind and name.
 type rendered struct {
 	all    []*unstructured.Unstructured
 	byKind map[string]*unstructured.Unstructured
+	others map[string]*unstructured.Unstructured
+}
+
+// routerLabel marks the router's own objects.
+const routerLabel = "app.kubernetes.io/name"
+
+// other is an object the overlay ships beside the router's, by kind and name.
+func (r rendered) other(t *testing.T, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, ok := r.others[kind+"/"+name]
+	require.True(t, ok, "the overlay renders %s %s", kind, name)
+	return u
 }
 
 // render builds the overlay as `kubectl apply -k` would, with the
@@ -73,7 +88,7 @@ func render(t *testing.T, name string) rendered {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	resMap, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("overlays", name))
 	require.NoError(t, err, "kustomize build overlays/%s", name)
-	out := rendered{byKind: map[string]*unstructured.Unstructured{}}
+	out := rendered{byKind: map[string]*unstructured.Unstructured{}, others: map[string]*unstructured.Unstructured{}}
 	for _, r := range resMap.Resources() {
 		// Through JSON, so that numbers are the int64 and float64 the
 		// Kubernetes clients expect.
@@ -81,9 +96,15 @@ func render(t *testing.T, name string) rendered {
 		require.NoError(t, err)
 		u := &unstructured.Unstructured{}
 		require.NoError(t, u.UnmarshalJSON(b))
-		require.NotContains(t, out.byKind, u.GetKind(), "overlays/%s renders two %s objects", name, u.GetKind())
-		out.byKind[u.GetKind()] = u
 		out.all = append(out.all, u)
+		if u.GetLabels()[routerLabel] != "switchyard" {
+			key := u.GetKind() + "/" + u.GetName()
+			require.NotContains(t, out.others, key, "overlays/%s renders %s twice", name, key)
+			out.others[key] = u
+			continue
+		}
+		require.NotContains(t, out.byKind, u.GetKind(), "overlays/%s renders two %s objects of the router", name, u.GetKind())
+		out.byKind[u.GetKind()] = u
 	}
 	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service"} {
 		require.Contains(t, out.byKind, kind, "overlays/%s", name)
@@ -95,13 +116,22 @@ func render(t *testing.T, name string) rendered {
 // router's own loader; lookup resolves its ${VAR} references.
 func (r rendered) routerConfig(t *testing.T, lookup func(string) (string, bool)) *config.Config {
 	t.Helper()
+	cfg := r.parseConfig(t, lookup)
+	errs, _ := cfg.Validate()
+	require.Empty(t, errs)
+	return cfg
+}
+
+// parseConfig parses the rendered ConfigMap's file with the router's own
+// loader, without validating it: a file that needs the Deployment's DYN_*
+// variables laid over it first.
+func (r rendered) parseConfig(t *testing.T, lookup func(string) (string, bool)) *config.Config {
+	t.Helper()
 	content, found, err := unstructured.NestedString(r.byKind["ConfigMap"].Object, "data", configFile)
 	require.NoError(t, err)
 	require.True(t, found, "the ConfigMap holds %s", configFile)
 	cfg, err := config.Parse([]byte(content), lookup)
 	require.NoError(t, err)
-	errs, _ := cfg.Validate()
-	require.Empty(t, errs)
 	return cfg
 }
 
