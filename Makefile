@@ -89,6 +89,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
 	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
 	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzParseKVTopic -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMetadata -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
 	$(GO) test -run '^$$' -fuzz FuzzExchange -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/epp/
