@@ -1,8 +1,9 @@
 package eventplane
 
 import (
-	"bytes"
 	"net/netip"
+
+	"switchyard/router/kv"
 )
 
 // MaxKVTopicBytes bounds the topic frame the listener parses. A topic is
@@ -17,24 +18,19 @@ type KVTopic struct {
 	Model string
 }
 
-// kvTopicPrefix opens every topic the listener accepts.
-var kvTopicPrefix = []byte("kv@")
-
 // ParseKVTopic reads a topic of the form kv@<ip>@<model>, as
 // llm-d-inference-sim names it from its POD_IP, or kv@<ip>:<port>@<model>,
 // llm-d's convention for vLLM (the port is ignored: the IP names the Pod).
-// IPv6 addresses are written bare or, with a port, in brackets. The model
-// is the rest of the topic after the second '@' and must not be empty.
-// Anything else, or a topic over MaxKVTopicBytes, is refused (false).
+// The split is kv.ParseVLLMTopic's; the address must be an IP address
+// (IPv6 bare or, with a port, in brackets) with no zone, and the model is
+// the rest of the topic after the second '@', not empty. Anything else,
+// or a topic over MaxKVTopicBytes, is refused (false).
 func ParseKVTopic(topic []byte) (KVTopic, bool) {
-	if len(topic) > MaxKVTopicBytes || !bytes.HasPrefix(topic, kvTopicPrefix) {
+	if len(topic) > MaxKVTopicBytes {
 		return KVTopic{}, false
 	}
-	rest := topic[len(kvTopicPrefix):]
-	// An IPv6 address with a port is bracketed and holds no '@'; a bare
-	// one holds none either, so the address ends at the first '@'.
-	host, model, ok := bytes.Cut(rest, []byte("@"))
-	if !ok || len(model) == 0 {
+	host, model, ok := kv.ParseVLLMTopic(topic)
+	if !ok {
 		return KVTopic{}, false
 	}
 	addr, ok := parseTopicHost(string(host))
