@@ -99,8 +99,11 @@ func simBinary(t *testing.T) string {
 // forwarder at <pod IP>:<target port> that counts the requests it gets.
 type pod struct {
 	name, ip string
-	simPort  int
-	served   atomic.Int64
+	// namedEvents publishes vLLM's named (map) event form instead of the
+	// positional one.
+	namedEvents bool
+	simPort     int
+	served      atomic.Int64
 }
 
 // TestStandaloneRoutesOnTheEnginesKVEvents: three Pods of an InferencePool,
@@ -119,7 +122,7 @@ func TestStandaloneRoutesOnTheEnginesKVEvents(t *testing.T) {
 	cs := kubetest.Client(t)
 	ctx := context.Background()
 
-	pods := []*pod{{name: "sim-0", ip: "127.0.0.10"}, {name: "sim-1", ip: "127.0.0.11"}, {name: "sim-2", ip: "127.0.0.12"}}
+	pods := []*pod{{name: "sim-0", ip: "127.0.0.10"}, {name: "sim-1", ip: "127.0.0.11"}, {name: "sim-2", ip: "127.0.0.12", namedEvents: true}}
 	targetPort := startForwarders(t, pods)
 	dc, err := dynamic.NewForConfig(kubetest.Config(t))
 	require.NoError(t, err)
@@ -146,7 +149,7 @@ func TestStandaloneRoutesOnTheEnginesKVEvents(t *testing.T) {
 
 	// A prefix of 8 blocks cached on sim-1 and another on sim-2, each by a
 	// request sent to the emulator itself: the picker learns of them only
-	// from the engines' KV events.
+	// from the engines' KV events (sim-1's positional, sim-2's named).
 	prefixA, prefixB := tokens(1000, 8*blockSize), tokens(5000, 8*blockSize)
 	complete(t, "http://127.0.0.1:"+strconv.Itoa(pods[1].simPort), append(prefixA, tokens(9000, 5)...))
 	complete(t, "http://127.0.0.1:"+strconv.Itoa(pods[2].simPort), append(prefixB, tokens(9100, 5)...))
@@ -267,6 +270,9 @@ func startSim(t *testing.T, bin string, p *pod, listener string) {
 	cmd := exec.Command(bin, "--port", strconv.Itoa(p.simPort), "--model", simModel, "--force-dummy-tokenizer",
 		"--enable-kvcache", "--block-size", strconv.Itoa(blockSize), "--kv-cache-size", "2048", "--mode", "echo",
 		"--zmq-endpoint", "tcp://"+listener)
+	if p.namedEvents {
+		cmd.Args = append(cmd.Args, "--use-vllm-map-event-format")
+	}
 	cmd.Env = append(os.Environ(), "POD_IP="+p.ip)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
