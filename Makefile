@@ -89,6 +89,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzStoreApply -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/load/
 	$(GO) test -run '^$$' -fuzz FuzzReadMessage -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
 	$(GO) test -run '^$$' -fuzz FuzzHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/zmtp/
+	$(GO) test -run '^$$' -fuzz FuzzParseKVTopic -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMetadata -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
 	$(GO) test -run '^$$' -fuzz FuzzExchange -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/epp/
@@ -100,6 +101,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/tokenizer/
 	$(GO) test -run '^$$' -fuzz FuzzParseCard -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/artifacts/
 	$(GO) test -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/template/
+	$(GO) test -run '^$$' -fuzz FuzzTokenPrompt -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./recorder/
 	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/

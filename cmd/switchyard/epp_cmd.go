@@ -41,7 +41,11 @@ in POD_NAMESPACE; otherwise etcd at ETCD_ENDPOINTS; DYN_NAMESPACE names the grap
 or with DYN_EPP_MODE=standalone the Pods of the InferencePool DYN_EPP_POOL_NAME
 (in DYN_EPP_POOL_NAMESPACE, else POD_NAMESPACE), whose vLLM engines' KV events
 are subscribed on each Pod's IP (port 5557 or the switchyard.dev/kv-events-port
-annotation); standalone needs DYN_MODEL_NAME and DYN_KV_CACHE_BLOCK_SIZE.
+annotation) or, with DYN_EPP_KV_EVENTS_LISTEN=host:port, received from publishers
+that dial the picker (topic kv@<pod IP>@<model>); standalone needs DYN_MODEL_NAME
+and DYN_KV_CACHE_BLOCK_SIZE, and renders prompts with the tokenizer and chat
+template DYN_EPP_TOKENIZER and DYN_EPP_CHAT_TEMPLATE name (with their blake3
+checksums in DYN_EPP_TOKENIZER_CHECKSUM and DYN_EPP_CHAT_TEMPLATE_CHECKSUM).
 Dynamo's DYN_* variables are read over the file: DYN_EPP_MODE, DYN_MODEL_NAME,
 DYN_KV_CACHE_BLOCK_SIZE, DYN_USE_KV_EVENTS, DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT,
 DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY, DYN_ROUTER_PREFILL_LOAD_SCALE,

@@ -153,3 +153,26 @@ func TestEPPStandaloneFromVariables(t *testing.T) {
 	assert.Equal(t, config.InferencePoolDiscovery{Name: "llama", Namespace: "serving", KVEventsPort: 5557}, d.InferencePool)
 	assert.True(t, c.Dynamo.KV.Enabled, "standalone routes on the engines' KV events")
 }
+
+// The standalone pool's tokenizer, chat template and bound listener come
+// from DYN_EPP_* variables too, and a bad checksum names its variable.
+func TestEPPStandalonePromptVariables(t *testing.T) {
+	const sum = "blake3:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	env := map[string]string{"DYN_EPP_MODE": "standalone", "DYN_EPP_POOL_NAME": "llama", "DYN_MODEL_NAME": "m",
+		"DYN_KV_CACHE_BLOCK_SIZE": "16", "DYN_EPP_TOKENIZER": "/models/m/tokenizer.json", "DYN_EPP_TOKENIZER_CHECKSUM": "blake3:nope",
+		"DYN_EPP_CHAT_TEMPLATE": "/models/m/chat_template.jinja", "DYN_EPP_CHAT_TEMPLATE_CHECKSUM": sum,
+		"DYN_EPP_KV_EVENTS_LISTEN": "0.0.0.0:5557"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c := config.Default()
+	discoveryFromPlatform(c, lookup)
+	cmd := newEPPCmd()
+	err := eppFlags{listen: config.DefaultEPPListen}.overlay(cmd, c, lookup)
+	require.ErrorContains(t, err, "DYN_EPP_TOKENIZER_CHECKSUM (dynamo.discovery.inference_pool.tokenizer.checksum)")
+	env["DYN_EPP_TOKENIZER_CHECKSUM"] = sum
+	require.NoError(t, eppFlags{listen: config.DefaultEPPListen}.overlay(cmd, c, lookup))
+	ip := c.Dynamo.Discovery.InferencePool
+	assert.Equal(t, config.PoolArtifact{Path: "/models/m/tokenizer.json", Checksum: sum}, ip.Tokenizer)
+	assert.Equal(t, config.KindChatTemplate, ip.ChatTemplate.TemplateKind())
+	assert.Equal(t, "0.0.0.0:5557", ip.KVEventsListen)
+	assert.Equal(t, []string{sum}, c.ArtifactPins())
+}

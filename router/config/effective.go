@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -66,4 +67,28 @@ func (kv KV) EffectiveArtifactCacheDir() (string, error) {
 		return "", fmt.Errorf("dynamo.kv.artifact_cache_dir is empty and there is no per-user cache directory: %w", err)
 	}
 	return filepath.Join(base, "switchyard", "artifacts"), nil
+}
+
+// ArtifactPins are the checksums whose artifacts the router may load:
+// dynamo.kv.pinned_artifacts and, under source inference_pool, those of
+// the tokenizer and chat template the pool's settings name. Those name a
+// file and its checksum together in the operator's own configuration, so
+// they pin themselves; files a worker's card names are loaded only when
+// pinned_artifacts lists them.
+func (c *Config) ArtifactPins() []string {
+	pins := c.Dynamo.KV.PinnedArtifacts
+	if c.Dynamo.Discovery.Source != SourceInferencePool {
+		return pins
+	}
+	ip := c.Dynamo.Discovery.InferencePool
+	var extra []string
+	for _, a := range []PoolArtifact{ip.Tokenizer, ip.ChatTemplate} {
+		if a.Checksum != "" && !slices.Contains(pins, a.Checksum) && !slices.Contains(extra, a.Checksum) {
+			extra = append(extra, a.Checksum)
+		}
+	}
+	if len(extra) == 0 {
+		return pins
+	}
+	return append(slices.Clone(pins), extra...)
 }

@@ -37,6 +37,13 @@ var EPPVariables = []EPPVariable{
 		c.Dynamo.Discovery.InferencePool.Namespace = v
 		return nil
 	}},
+	// Standalone mode's prompt rendering and bound KV-event listener: no
+	// card names the tokenizer there, so the operator does.
+	{"DYN_EPP_TOKENIZER", "dynamo.discovery.inference_pool.tokenizer.path", poolVar(func(ip *InferencePoolDiscovery) *string { return &ip.Tokenizer.Path })},
+	{"DYN_EPP_TOKENIZER_CHECKSUM", "dynamo.discovery.inference_pool.tokenizer.checksum", poolVar(func(ip *InferencePoolDiscovery) *string { return &ip.Tokenizer.Checksum })},
+	{"DYN_EPP_CHAT_TEMPLATE", "dynamo.discovery.inference_pool.chat_template.path", poolVar(func(ip *InferencePoolDiscovery) *string { return &ip.ChatTemplate.Path })},
+	{"DYN_EPP_CHAT_TEMPLATE_CHECKSUM", "dynamo.discovery.inference_pool.chat_template.checksum", poolVar(func(ip *InferencePoolDiscovery) *string { return &ip.ChatTemplate.Checksum })},
+	{"DYN_EPP_KV_EVENTS_LISTEN", "dynamo.discovery.inference_pool.kv_events_listen", poolVar(func(ip *InferencePoolDiscovery) *string { return &ip.KVEventsListen })},
 }
 
 // ApplyEPPVariables sets the fields of the DYN_* variables lookup finds
@@ -91,6 +98,14 @@ func boolVar(field func(*Config) *bool) func(*Config, string) error {
 		default:
 			return fmt.Errorf("must be true or false")
 		}
+		return nil
+	}
+}
+
+// poolVar sets a string field of the standalone pool's settings.
+func poolVar(field func(*InferencePoolDiscovery) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		*field(&c.Dynamo.Discovery.InferencePool) = v
 		return nil
 	}
 }

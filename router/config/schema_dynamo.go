@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Dynamo groups everything about an NVIDIA Dynamo fleet.
 type Dynamo struct {
 	Enabled   bool        `yaml:"enabled"`
@@ -44,6 +46,60 @@ type InferencePoolDiscovery struct {
 	// unless the Pod's switchyard.dev/kv-events-port annotation names
 	// another (vLLM binds tcp://*:5557 by default).
 	KVEventsPort int `yaml:"kv_events_port"`
+	// KVEventsListen, when set, is the address (host:port) of a listener
+	// the Pods' publishers dial instead (llm-d-inference-sim's
+	// --zmq-endpoint, vLLM's connect mode): the picker binds it, accepts
+	// their sessions and maps each message to its Pod by the IP its
+	// topic names (kv@<pod IP>@<model>). Pods are then not dialled.
+	KVEventsListen string `yaml:"kv_events_listen"`
+	// Tokenizer is the tokenizer.json every Pod's engine tokenizes with;
+	// with it the picker renders and hashes prompts as the engines do
+	// (no card names one in this mode). Empty: prompts are not tokenized
+	// and the picker routes by load.
+	Tokenizer PoolArtifact `yaml:"tokenizer"`
+	// ChatTemplate is the chat template the engines render chat requests
+	// with: a tokenizer_config.json (kind hf_tokenizer_config_json, the
+	// default) or a Jinja file (kind hf_chat_template, the default for a
+	// path ending in .jinja). Without it only completions are tokenized.
+	ChatTemplate PoolArtifact `yaml:"chat_template"`
+}
+
+// PoolArtifact names one file the standalone pool's engines use, as a
+// model card's CheckedFile does: where it is (an absolute path, or an
+// http(s):// or hf:// URL under the dynamo.kv allow flags) and the blake3
+// checksum it must hash to. Naming the checksum here pins it: it is the
+// operator's own review, as an entry of dynamo.kv.pinned_artifacts is.
+type PoolArtifact struct {
+	Path     string `yaml:"path"`
+	Checksum string `yaml:"checksum"`
+	// Kind is the chat template's form (see ChatTemplate); a tokenizer's
+	// is hf_tokenizer_json, the only one read.
+	Kind string `yaml:"kind,omitempty"`
+}
+
+// Chat template kinds a standalone pool may name (the model card's
+// prompt-formatter variants).
+const (
+	KindTokenizerJSON    = "hf_tokenizer_json"
+	KindTokenizerConfig  = "hf_tokenizer_config_json"
+	KindChatTemplate     = "hf_chat_template"
+	KindChatTemplateJSON = "hf_chat_template_json"
+)
+
+// Set reports whether the artifact names a file.
+func (a PoolArtifact) Set() bool { return a.Path != "" || a.Checksum != "" }
+
+// TemplateKind is the chat template's kind: the one given, else
+// hf_chat_template for a .jinja file and hf_tokenizer_config_json
+// otherwise.
+func (a PoolArtifact) TemplateKind() string {
+	switch {
+	case a.Kind != "":
+		return a.Kind
+	case strings.HasSuffix(strings.ToLower(a.Path), ".jinja"):
+		return KindChatTemplate
+	}
+	return KindTokenizerConfig
 }
 
 // DefaultNamespace is Dynamo's own default DYN_NAMESPACE.

@@ -1,6 +1,11 @@
 package config
 
-import "reflect"
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"unicode"
+)
 
 // inferencePool checks source inference_pool: the pool it names, and the
 // endpoint picker in standalone mode that supplies its model and block
@@ -19,6 +24,22 @@ func (k *checker) inferencePool(c *Config) {
 	}
 	if ip.KVEventsPort < 1 || ip.KVEventsPort > 65535 {
 		k.err(p+".kv_events_port", "must be a port between 1 and 65535, got %d", ip.KVEventsPort)
+	}
+	if ip.KVEventsListen != "" {
+		k.errIf(p+".kv_events_listen", checkHostPort(ip.KVEventsListen, true))
+	}
+	k.poolArtifact(p+".tokenizer", ip.Tokenizer)
+	k.poolArtifact(p+".chat_template", ip.ChatTemplate)
+	if ip.ChatTemplate.Set() && !ip.Tokenizer.Set() {
+		k.err(p+".chat_template", "needs a tokenizer: a rendered chat is hashed as the tokenizer encodes it")
+	}
+	switch ip.ChatTemplate.TemplateKind() {
+	case KindTokenizerConfig, KindChatTemplate, KindChatTemplateJSON:
+	default:
+		k.err(p+".chat_template.kind", "must be %s, %s or %s, got %q", KindTokenizerConfig, KindChatTemplate, KindChatTemplateJSON, ip.ChatTemplate.Kind)
+	}
+	if ip.Tokenizer.Kind != "" && ip.Tokenizer.Kind != KindTokenizerJSON {
+		k.err(p+".tokenizer.kind", "must be %s (a tokenizer.json) or empty, got %q", KindTokenizerJSON, ip.Tokenizer.Kind)
 	}
 	if !c.EPP.Enabled || c.EPP.Mode != EPPModeStandalone {
 		k.err("dynamo.discovery.source", "inference_pool is the endpoint picker's standalone mode: set epp.enabled and epp.mode: standalone")
@@ -53,4 +74,29 @@ func poolChange(old, new *Config) DiscoveryReload {
 		return DiscoveryReload{ReloadReplaceKeepSnapshot, ReasonBackoff}
 	}
 	return DiscoveryReload{}
+}
+
+// maxArtifactPath matches the card parser's bound on a CheckedFile path.
+const maxArtifactPath = 4096
+
+// poolArtifact checks one file a standalone pool names: both a path and
+// a blake3 checksum, or neither. The path is an absolute local path or a
+// URL; which schemes may be fetched is the artifact store's to say.
+func (k *checker) poolArtifact(p string, a PoolArtifact) {
+	if !a.Set() {
+		return
+	}
+	switch {
+	case a.Path == "":
+		k.err(p+".path", "is required with a checksum: name the file the checksum pins")
+	case len(a.Path) > maxArtifactPath:
+		k.err(p+".path", "is %d bytes, limit %d", len(a.Path), maxArtifactPath)
+	case strings.ContainsFunc(a.Path, unicode.IsControl):
+		k.err(p+".path", "must not contain control characters")
+	case !filepath.IsAbs(a.Path) && !strings.Contains(a.Path, "://"):
+		k.err(p+".path", "must be an absolute path or a URL (file://, http(s)://, hf://), got %q", a.Path)
+	}
+	if !blake3Checksum.MatchString(a.Checksum) {
+		k.err(p+".checksum", "must be \"blake3:\" followed by 64 lowercase hex digits (b3sum of the file): nothing is loaded unverified")
+	}
 }

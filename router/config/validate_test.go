@@ -545,3 +545,67 @@ func TestValidateStandalone(t *testing.T) {
 		c.EPP.Mode, c.Dynamo.Discovery.Source, c.EPP.FallbackEndpoints = EPPModeDynamo, SourceEtcd, 2
 	}), "epp.fallback_endpoints: needs epp.mode standalone: in dynamo mode every endpoint in the list would receive the first pick's worker pins, so a fallback would still reach the first worker")
 }
+
+// Standalone mode's tokenizer and chat template name a file and the
+// checksum that pins it, together; the bound listener needs a host:port.
+func TestValidateStandalonePromptFilesAndListener(t *testing.T) {
+	const sum = "blake3:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	const p = "dynamo.discovery.inference_pool"
+	standalone := func(mut func(ip *InferencePoolDiscovery)) []string {
+		c := Default()
+		c.Dynamo.Enabled, c.EPP.Enabled, c.EPP.Mode = true, true, EPPModeStandalone
+		c.Dynamo.Discovery.Source = SourceInferencePool
+		c.Dynamo.Discovery.InferencePool.Name = "llama"
+		c.EPP.ModelName, c.EPP.KVCacheBlockSize = "m", 16
+		mut(&c.Dynamo.Discovery.InferencePool)
+		errs, _ := c.Validate()
+		var out []string
+		for _, e := range errs {
+			out = append(out, e.String())
+		}
+		return out
+	}
+	assert.Empty(t, standalone(func(ip *InferencePoolDiscovery) {
+		ip.Tokenizer = PoolArtifact{Path: "/models/m/tokenizer.json", Checksum: sum}
+		ip.ChatTemplate = PoolArtifact{Path: "hf://org/m/tokenizer_config.json", Checksum: sum}
+		ip.KVEventsListen = "0.0.0.0:5557"
+	}))
+	assert.Equal(t, []string{p + ".tokenizer.checksum: must be \"blake3:\" followed by 64 lowercase hex digits (b3sum of the file): nothing is loaded unverified"},
+		standalone(func(ip *InferencePoolDiscovery) { ip.Tokenizer = PoolArtifact{Path: "/models/m/tokenizer.json"} }))
+	assert.Equal(t, []string{p + ".tokenizer.path: is required with a checksum: name the file the checksum pins"},
+		standalone(func(ip *InferencePoolDiscovery) { ip.Tokenizer = PoolArtifact{Checksum: sum} }))
+	assert.Equal(t, []string{p + `.tokenizer.path: must be an absolute path or a URL (file://, http(s)://, hf://), got "tokenizer.json"`},
+		standalone(func(ip *InferencePoolDiscovery) { ip.Tokenizer = PoolArtifact{Path: "tokenizer.json", Checksum: sum} }))
+	assert.Equal(t, []string{p + ".chat_template: needs a tokenizer: a rendered chat is hashed as the tokenizer encodes it"},
+		standalone(func(ip *InferencePoolDiscovery) { ip.ChatTemplate = PoolArtifact{Path: "/m/t.jinja", Checksum: sum} }))
+	assert.Equal(t, []string{p + `.chat_template.kind: must be hf_tokenizer_config_json, hf_chat_template or hf_chat_template_json, got "jinja"`},
+		standalone(func(ip *InferencePoolDiscovery) {
+			ip.Tokenizer = PoolArtifact{Path: "/m/tokenizer.json", Checksum: sum}
+			ip.ChatTemplate = PoolArtifact{Path: "/m/t.jinja", Checksum: sum, Kind: "jinja"}
+		}))
+	assert.Len(t, standalone(func(ip *InferencePoolDiscovery) { ip.KVEventsListen = "5557" }), 1)
+	assert.Contains(t, standalone(func(ip *InferencePoolDiscovery) { ip.KVEventsListen = "5557" })[0], p+".kv_events_listen")
+}
+
+// A chat template's kind follows its file unless given.
+func TestPoolArtifactTemplateKind(t *testing.T) {
+	assert.Equal(t, KindChatTemplate, PoolArtifact{Path: "/m/chat_template.JINJA"}.TemplateKind())
+	assert.Equal(t, KindTokenizerConfig, PoolArtifact{Path: "/m/tokenizer_config.json"}.TemplateKind())
+	assert.Equal(t, KindChatTemplateJSON, PoolArtifact{Path: "/m/t.json", Kind: KindChatTemplateJSON}.TemplateKind())
+}
+
+// The pool's own files pin themselves under source inference_pool, once
+// each and after the configured pins; elsewhere only the pins count.
+func TestArtifactPinsIncludeThePoolsFiles(t *testing.T) {
+	const a = "blake3:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	const b = "blake3:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	c := Default()
+	c.Dynamo.KV.PinnedArtifacts = []string{a}
+	ip := &c.Dynamo.Discovery.InferencePool
+	ip.Tokenizer = PoolArtifact{Path: "/m/tokenizer.json", Checksum: b}
+	ip.ChatTemplate = PoolArtifact{Path: "/m/tokenizer_config.json", Checksum: a}
+	assert.Equal(t, []string{a}, c.ArtifactPins(), "not the pool's source: its files are not read")
+	c.Dynamo.Discovery.Source = SourceInferencePool
+	assert.Equal(t, []string{a, b}, c.ArtifactPins())
+	assert.Equal(t, []string{a}, c.Dynamo.KV.PinnedArtifacts, "the configured list is not changed")
+}

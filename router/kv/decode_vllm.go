@@ -415,7 +415,10 @@ func (b *VLLMBatch) stored(f *vllmEvent, hd *dec, n int, tier Tier, workerID uin
 		if parent, ok = d.vllmHash(); !ok {
 			return DecodeMalformed
 		}
-		hasParent = true
+		// vLLM writes nil for a sequence's first block; llm-d's
+		// consumers read 0 as that too (their empty block hash), and
+		// llm-d-inference-sim's positional events write it.
+		hasParent = parent != 0
 	}
 	// The tokens of the stored blocks, one hash per complete block.
 	d.reset(f.tokens)

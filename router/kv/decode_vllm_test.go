@@ -77,6 +77,19 @@ func TestDecodeVLLMPositional(t *testing.T) {
 	require.Equal(t, kv.BlockHashes(toks, 16, kv.BaseSeed), []uint64{b.Events[0].Blocks[0].TokensHash, b.Events[0].Blocks[1].TokensHash})
 }
 
+// llm-d's consumers read a parent hash of 0 as no parent (their empty
+// block hash), and llm-d-inference-sim's positional events write 0, not
+// nil, for a sequence's first block: such a store starts a sequence.
+func TestDecodeVLLMZeroParentIsNoParent(t *testing.T) {
+	toks := vllmTokens(16, 3)
+	batch := []any{1.0, []any{[]any{"BlockStored", []any{uint64(77)}, uint64(0), toks, 16, nil, "GPU"}}}
+	var b kv.VLLMBatch
+	require.Equal(t, kv.DecodeOK, kv.DecodeVLLMBatch(vllmFrames(1, batch), vllmWorker, &b))
+	require.Len(t, b.Events, 1)
+	require.Equal(t, kv.Event{WorkerID: vllmWorker, Kind: kv.Stored, Blocks: vllmBlocks([]uint64{77}, toks, 16, kv.BaseSeed)},
+		decNorm(b.Events[0]))
+}
+
 // The named form (msgspec structs without array_like: the tag under
 // "type", defaults omitted), with bytes hashes and a LoRA adapter.
 func TestDecodeVLLMNamed(t *testing.T) {

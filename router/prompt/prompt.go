@@ -133,8 +133,9 @@ func (s *Service) Limits() Limits { return s.lim }
 
 // Tokens renders and tokenizes a request body for model: a chat body
 // through the model's template, a completions body's prompt string
-// directly (special tokens added, as the frontend encodes it). It returns
-// the ids, or nil and why (a picker KV result).
+// directly (special tokens added, as the frontend encodes it), and a
+// completions prompt of token ids as given. It returns the ids, or nil
+// and why (a picker KV result).
 func (s *Service) Tokens(ctx context.Context, model string, chat bool, body []byte) ([]uint32, string) {
 	ids, why := s.tokens(ctx, model, chat, body)
 	if why == "" {
@@ -146,6 +147,16 @@ func (s *Service) Tokens(ctx context.Context, model string, chat bool, body []by
 }
 
 func (s *Service) tokens(ctx context.Context, model string, chat bool, body []byte) ([]uint32, string) {
+	if !chat && len(body) <= s.lim.MaxBodyBytes {
+		// Token ids given by the client are what the engine sees: no
+		// tokenizer is needed to hash them.
+		if ids, given, ok := TokenPrompt(body, s.lim.MaxTokens); given {
+			if !ok {
+				return nil, picker.KVPromptTooLarge
+			}
+			return ids, ""
+		}
+	}
 	p, why := s.src.Prepared(model)
 	if p == nil {
 		if why == "" {

@@ -29,6 +29,7 @@ var promptResults = []string{"ok", picker.KVTokenizerUnavailable, picker.KVArtif
 
 func newPrompts(s *Server, cfg *config.Config, log *slog.Logger) *prompts {
 	set, err := artifacts.SettingsFrom(cfg.Dynamo.KV)
+	set.Pinned = cfg.ArtifactPins()
 	if err != nil {
 		log.Warn("dynamo.kv.artifact_cache_dir: no cache directory; remote artifacts are fetched on every load", "error", err)
 	}
@@ -58,6 +59,7 @@ func newPrompts(s *Server, cfg *config.Config, log *slog.Logger) *prompts {
 // tokenizer is dropped.
 func (p *prompts) reload(cfg *config.Config, log *slog.Logger) {
 	set, err := artifacts.SettingsFrom(cfg.Dynamo.KV)
+	set.Pinned = cfg.ArtifactPins()
 	if err != nil {
 		log.Warn("dynamo.kv.artifact_cache_dir: no cache directory; remote artifacts are fetched on every load", "error", err)
 	}

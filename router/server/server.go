@@ -66,8 +66,9 @@ type Server struct {
 	discovery    *discoverysource.Supervisor
 	loadSubs     *eventplane.Supervisor
 	kvSubs       *eventplane.Supervisor
-	kvOn         atomic.Bool   // follow kv-events (KV-aware selection is on)
-	kick         chan struct{} // wakes the follower after kvOn changed
+	kvListener   *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
+	kvOn         atomic.Bool          // follow kv-events (KV-aware selection is on)
+	kick         chan struct{}        // wakes the follower after kvOn changed
 	stopFollow   context.CancelFunc
 	followDone   chan struct{}
 	tickDone     chan struct{}
@@ -159,6 +160,10 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	s.prompts = newPrompts(s, cfg, log.With("component", "prompt"))
 	s.discovery = discoverysource.New(s.core, clock.Real{}, log, &s.metrics.Discovery, nil)
 	if err := s.startEventPlane(cfg, o); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.startKVListener(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -450,6 +455,10 @@ func (s *Server) Reload(cfg *config.Config) error {
 			s.kvSubs.SetPolicy(policy)
 		}
 	}
+	if n, o := cfg.Dynamo.Discovery.InferencePool.KVEventsListen, old.Dynamo.Discovery.InferencePool.KVEventsListen; n != o {
+		s.log.Warn("dynamo.discovery.inference_pool.kv_events_listen applies at the next start; the listener stays where it is",
+			"listening", o, "configured", n)
+	}
 	s.reloadCore(cfg)
 	s.prompts.reload(cfg, s.log)
 	s.discovery.Apply(s.effective(cfg))
@@ -511,6 +520,9 @@ func (s *Server) Close() {
 			<-s.tickDone
 			s.loadSubs.Stop()
 			s.kvSubs.Stop()
+		}
+		if s.kvListener != nil {
+			_ = s.kvListener.Close()
 		}
 		if s.prompts != nil {
 			s.prompts.fleet.Close()

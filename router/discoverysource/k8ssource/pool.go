@@ -76,6 +76,66 @@ type PoolConfig struct {
 	// KVEventsPort is the publisher port of a Pod without the
 	// AnnotationKVEventsPort annotation (0: DefaultKVEventsPort).
 	KVEventsPort int
+	// KVEventsListen says the publishers dial the picker's listener
+	// instead: the records then carry no kv-events channel to dial.
+	KVEventsListen bool
+	// Tokenizer and ChatTemplate are the files the engines tokenize and
+	// render with, written into every Pod's model card as a Dynamo worker
+	// names its own, so the prompt service loads them; zero: none.
+	Tokenizer, ChatTemplate PoolFile
+}
+
+// PoolFile is a file a card slot names: its path or URL, its blake3
+// checksum ("blake3:<hex>") and, for a chat template, the slot's variant
+// (hf_tokenizer_config_json, hf_chat_template or hf_chat_template_json).
+type PoolFile struct {
+	Path, Checksum, Kind string
+}
+
+// Card slot variants of the files a pool names.
+const (
+	kindTokenizerJSON    = "hf_tokenizer_json"
+	kindTokenizerConfig  = "hf_tokenizer_config_json"
+	kindChatTemplate     = "hf_chat_template"
+	kindChatTemplateJSON = "hf_chat_template_json"
+)
+
+// poolCardJSON is the model card of a pool's Pod: what a Dynamo worker
+// would register, with the artifact slots the operator named.
+type poolCardJSON struct {
+	cardJSON
+	Tokenizer        map[string]checkedFileJSON  `json:"tokenizer,omitempty"`
+	PromptFormatter  map[string]checkedFileJSON  `json:"prompt_formatter,omitempty"`
+	ChatTemplateFile map[string]templateFileJSON `json:"chat_template_file,omitempty"`
+}
+
+type checkedFileJSON struct {
+	Path     string `json:"path"`
+	Checksum string `json:"checksum"`
+}
+
+type templateFileJSON struct {
+	// IsCustom: the template is the operator's choice, not read from the
+	// model's own files.
+	IsCustom bool            `json:"is_custom"`
+	File     checkedFileJSON `json:"file"`
+}
+
+// card is the model card every ready Pod of the pool registers.
+func (c PoolConfig) card() poolCardJSON {
+	out := poolCardJSON{cardJSON: cardJSON{DisplayName: c.Model, WorkerType: workerType(discovery.RoleAggregated), KVCacheBlockSize: c.BlockSize}}
+	if c.Tokenizer.Path != "" {
+		out.Tokenizer = map[string]checkedFileJSON{kindTokenizerJSON: {c.Tokenizer.Path, c.Tokenizer.Checksum}}
+	}
+	t := c.ChatTemplate
+	switch {
+	case t.Path == "":
+	case t.Kind == kindChatTemplate || t.Kind == kindChatTemplateJSON:
+		out.ChatTemplateFile = map[string]templateFileJSON{t.Kind: {IsCustom: true, File: checkedFileJSON{t.Path, t.Checksum}}}
+	default:
+		out.PromptFormatter = map[string]checkedFileJSON{kindTokenizerConfig: {t.Path, t.Checksum}}
+	}
+	return out
 }
 
 // PoolFleet translates the Pods an InferencePool selects into the records
@@ -85,6 +145,7 @@ type PoolConfig struct {
 // <pod IP>:<kv-events port>. Not safe for concurrent use.
 type PoolFleet struct {
 	cfg   PoolConfig
+	card  poolCardJSON
 	port  int
 	log   *slog.Logger
 	count func(string)
@@ -106,7 +167,7 @@ func NewPoolFleet(cfg PoolConfig, log *slog.Logger, count func(string)) *PoolFle
 	if cfg.KVEventsPort == 0 {
 		cfg.KVEventsPort = DefaultKVEventsPort
 	}
-	return &PoolFleet{cfg: cfg, log: log, count: count, max: MaxPods, pods: map[string]*poolPod{}}
+	return &PoolFleet{cfg: cfg, card: cfg.card(), log: log, count: count, max: MaxPods, pods: map[string]*poolPod{}}
 }
 
 // Relist replaces the held Pods with a fresh list of the Pods the pool
@@ -189,17 +250,26 @@ func (f *PoolFleet) records(e *poolPod) []events.DiscoveryRecord {
 	path := f.cfg.DynamoNamespace + "/" + poolComponent + "/generate/" + e.name
 	endpoint := recordJSON{Type: "Endpoint", Namespace: f.cfg.DynamoNamespace, Component: poolComponent, Endpoint: "generate", InstanceID: id,
 		Transport: &transportJSON{TCP: net.JoinHostPort(e.ip, strconv.Itoa(f.port))}}
-	card := recordJSON{Type: "Model", Namespace: f.cfg.DynamoNamespace, Component: poolComponent, Endpoint: "generate", InstanceID: id,
-		Card: &cardJSON{DisplayName: f.cfg.Model, WorkerType: workerType(discovery.RoleAggregated), KVCacheBlockSize: f.cfg.BlockSize}}
+	card := mustJSON(poolRecordJSON{recordJSON: recordJSON{Type: "Model", Namespace: f.cfg.DynamoNamespace, Component: poolComponent,
+		Endpoint: "generate", InstanceID: id}, Card: f.card})
 	channel := channelJSON{Type: "EventChannel", Namespace: f.cfg.DynamoNamespace, Component: poolComponent, Topic: discovery.TopicKVEvents,
 		InstanceID: id, Transport: channelTransportJSON{Kind: "Zmq"}}
 	channel.Transport.Config.Endpoint = "tcp://" + net.JoinHostPort(e.ip, strconv.Itoa(e.kvPort))
-	return []events.DiscoveryRecord{
+	out := []events.DiscoveryRecord{
 		{Keyspace: events.Instances, Key: "v1/instances/" + path, Value: mustJSON(endpoint)},
-		{Keyspace: events.Models, Key: "v1/mdc/" + path, Value: mustJSON(card)},
-		{Keyspace: events.EventChannels, Key: "v1/event_channels/" + f.cfg.DynamoNamespace + "/" + poolComponent + "/kv-events/" + e.name,
-			Value: mustJSON(channel)},
+		{Keyspace: events.Models, Key: "v1/mdc/" + path, Value: card},
 	}
+	if f.cfg.KVEventsListen {
+		return out
+	}
+	return append(out, events.DiscoveryRecord{Keyspace: events.EventChannels,
+		Key: "v1/event_channels/" + f.cfg.DynamoNamespace + "/" + poolComponent + "/kv-events/" + e.name, Value: mustJSON(channel)})
+}
+
+// poolRecordJSON is a Model record whose card carries artifact slots.
+type poolRecordJSON struct {
+	recordJSON
+	Card poolCardJSON `json:"card_json"`
 }
 
 type channelJSON struct {
