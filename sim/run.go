@@ -129,7 +129,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: c, inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
-		namespaces: []string{sc.Namespace}, kvEnabled: name == picker.NameKV}
+		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name)}
 	if sc.Discovery.Kubernetes() {
 		r.kube = newKubeFleet(sc)
 	}
