@@ -260,6 +260,13 @@ type KVParams struct {
 		Enabled             bool     `yaml:"enabled"`
 		DecodeBusyThreshold *float64 `yaml:"decode_busy_threshold"`
 	} `yaml:"conditional_disaggregation"`
+	// The router-side active-sequence switches (picker.Tracking), off
+	// unless set, and the per-request decode weight.
+	TrackActiveBlocks         bool    `yaml:"track_active_blocks"`
+	TrackPrefillTokens        bool    `yaml:"track_prefill_tokens"`
+	TrackOutputBlocks         bool    `yaml:"track_output_blocks"`
+	ExpectedOutputTokens      int     `yaml:"expected_output_tokens"`
+	DecodeActiveRequestWeight float64 `yaml:"decode_active_request_weight"`
 }
 
 // Options are the picker options the parameters describe.
@@ -274,6 +281,9 @@ func (k KVParams) Options() picker.KVOptions {
 	o.Temperature = k.RouterTemperature
 	o.ConditionalDisagg = k.ConditionalDisaggregation.Enabled
 	o.DecodeBusyThreshold = k.ConditionalDisaggregation.DecodeBusyThreshold
+	o.Track = picker.Tracking{ActiveBlocks: k.TrackActiveBlocks, PrefillTokens: k.TrackPrefillTokens,
+		OutputBlocks: k.TrackOutputBlocks, ExpectedOutputTokens: k.ExpectedOutputTokens}
+	o.DecodeActiveRequestWeight = k.DecodeActiveRequestWeight
 	return o
 }
 
@@ -577,6 +587,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	if ko := sc.Router.KV.Options(); ko.OverlapScoreCredit < 0 || ko.OverlapScoreCredit > 1 || ko.PrefillLoadScale < 0 ||
 		ko.Temperature < 0 || ko.DecodeBusyThreshold != nil && (*ko.DecodeBusyThreshold < 0 || *ko.DecodeBusyThreshold > 1) {
 		bad("router.kv: overlap_score_credit and decode_busy_threshold must be in [0, 1], prefill_load_scale and router_temperature >= 0")
+	}
+	if k := sc.Router.KV; k.ExpectedOutputTokens < 0 || k.DecodeActiveRequestWeight < 0 || math.IsNaN(k.DecodeActiveRequestWeight) {
+		bad("router.kv: expected_output_tokens and decode_active_request_weight must be >= 0")
 	}
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")
