@@ -57,15 +57,11 @@ type EPP struct {
 	KVCacheBlockSize int `yaml:"kv_cache_block_size"`
 	// UseKVEvents follows the workers' kv-events (DYN_USE_KV_EVENTS).
 	UseKVEvents bool `yaml:"use_kv_events"`
-	// The router-side active-sequence switches (DYN_ROUTER_TRACK_*).
-	TrackActiveBlocks  bool `yaml:"track_active_blocks"`
-	TrackOutputBlocks  bool `yaml:"track_output_blocks"`
-	TrackPrefillTokens bool `yaml:"track_prefill_tokens"`
-	// OverlapScoreCreditDecay and DecodeActiveRequestWeight
-	// (DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY,
-	// DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
-	OverlapScoreCreditDecay   float64 `yaml:"overlap_score_credit_decay"`
-	DecodeActiveRequestWeight float64 `yaml:"decode_active_request_weight"`
+	// OverlapScoreCreditDecay is DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY.
+	// The active-sequence switches (DYN_ROUTER_TRACK_*) and the decode
+	// active-request weight are dynamo.kv settings, shared with the
+	// gateway.
+	OverlapScoreCreditDecay float64 `yaml:"overlap_score_credit_decay"`
 	// ReplicaSync shares active-sequence state between replicas
 	// (DYN_ROUTER_REPLICA_SYNC); PeerService names their Service
 	// (DYN_EPP_PEER_SERVICE).
@@ -75,5 +71,5 @@ type EPP struct {
 
 func defaultEPP() EPP {
 	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
-		UseKVEvents: true, TrackActiveBlocks: true, TrackPrefillTokens: true}
+		UseKVEvents: true}
 }

@@ -11,11 +11,23 @@ type KV struct {
 	PinnedArtifacts []string `yaml:"pinned_artifacts"`
 	// ArtifactCacheDir holds fetched artifacts by checksum; empty means the
 	// per-user cache directory (EffectiveArtifactCacheDir).
-	ArtifactCacheDir          string                    `yaml:"artifact_cache_dir"`
-	OverlapScoreCredit        float64                   `yaml:"overlap_score_credit"`
-	PrefillLoadScale          float64                   `yaml:"prefill_load_scale"`
-	RouterTemperature         float64                   `yaml:"router_temperature"`
-	SendTokenData             bool                      `yaml:"send_token_data"`
+	ArtifactCacheDir   string  `yaml:"artifact_cache_dir"`
+	OverlapScoreCredit float64 `yaml:"overlap_score_credit"`
+	PrefillLoadScale   float64 `yaml:"prefill_load_scale"`
+	RouterTemperature  float64 `yaml:"router_temperature"`
+	SendTokenData      bool    `yaml:"send_token_data"`
+	// The router-side active-sequence switches (Dynamo's
+	// DYN_ROUTER_TRACK_*; picker.Tracking): the router's own account of
+	// the requests it dispatched replaces the sampled load in the load and
+	// KV pickers' costs. ExpectedOutputTokens predicts the output of a
+	// request without max_tokens (0: picker.DefaultExpectedOutputTokens).
+	TrackActiveBlocks    bool `yaml:"track_active_blocks"`
+	TrackPrefillTokens   bool `yaml:"track_prefill_tokens"`
+	TrackOutputBlocks    bool `yaml:"track_output_blocks"`
+	ExpectedOutputTokens int  `yaml:"expected_output_tokens"`
+	// DecodeActiveRequestWeight adds block-equivalents to a rank's decode
+	// cost per request active on it (DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
+	DecodeActiveRequestWeight float64                   `yaml:"decode_active_request_weight"`
 	ConditionalDisaggregation ConditionalDisaggregation `yaml:"conditional_disaggregation"`
 }
 

@@ -14,5 +14,7 @@ import (
 func KVOptions(k config.KV) picker.KVOptions {
 	return picker.KVOptions{OverlapScoreCredit: k.OverlapScoreCredit, PrefillLoadScale: k.PrefillLoadScale,
 		Temperature: k.RouterTemperature, ConditionalDisagg: k.ConditionalDisaggregation.Enabled,
-		DecodeBusyThreshold: k.ConditionalDisaggregation.DecodeBusyThreshold}
+		DecodeBusyThreshold: k.ConditionalDisaggregation.DecodeBusyThreshold, DecodeActiveRequestWeight: k.DecodeActiveRequestWeight,
+		Track: picker.Tracking{ActiveBlocks: k.TrackActiveBlocks, PrefillTokens: k.TrackPrefillTokens,
+			OutputBlocks: k.TrackOutputBlocks, ExpectedOutputTokens: k.ExpectedOutputTokens}}
 }
