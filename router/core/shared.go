@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"switchyard/router/active"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
@@ -175,6 +176,14 @@ func (s *Shared) Settings() Settings {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.c.Settings()
+}
+
+// ActiveLoad is what rank k holds in the core's account of the requests
+// it dispatched.
+func (s *Shared) ActiveLoad(k active.Rank) active.Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Active().Load(k)
 }
 
 // Snapshot, Registry, Store and Tracker may be read without the lock.

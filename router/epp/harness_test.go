@@ -43,7 +43,13 @@ const (
 // transport, instance ids 0x21 onward.
 func fleetShared(tb testing.TB, clk clock.Clock, transports ...string) *core.Shared {
 	tb.Helper()
-	c, err := core.New(core.Options{Picker: picker.NameRoundRobin})
+	return fleetSharedWith(tb, clk, picker.NameRoundRobin, transports...)
+}
+
+// fleetSharedWith is fleetShared with the named picker.
+func fleetSharedWith(tb testing.TB, clk clock.Clock, name string, transports ...string) *core.Shared {
+	tb.Helper()
+	c, err := core.New(core.Options{Picker: name})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -102,6 +108,13 @@ func (c *countingPicker) Ended(req picker.Request, sel picker.Selection) {
 func (c *countingPicker) Finished(req picker.Request, sel picker.Selection) {
 	c.p.Finished(req, sel)
 	c.release(req.ID)
+}
+
+// FirstToken passes the first token on when the core hears of it.
+func (c *countingPicker) FirstToken(id uint64) {
+	if ft, ok := c.p.(epp.FirstTokener); ok {
+		ft.FirstToken(id)
+	}
 }
 
 func (c *countingPicker) release(id uint64) {
