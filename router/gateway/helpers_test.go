@@ -225,13 +225,13 @@ func (t *testPinner) FirstToken(id uint64) {
 }
 
 type rrPicker struct {
-	mu    sync.Mutex
+	mu sync.Mutex
 	// events are "first_token" and "finished" in the order they came.
 	events []string
-	next  int
-	picks []picker.Request
-	sels  []picker.Selection
-	ended []picker.Selection
+	next   int
+	picks  []picker.Request
+	sels   []picker.Selection
+	ended  []picker.Selection
 	// finished: selections whose answers were delivered in full.
 	finished []picker.Selection
 	refuse   bool // answer ok=false, as when no worker serves the model
