@@ -18,7 +18,12 @@ import (
 // publish no load samples: only the core's own account tells them apart.
 func twoWorkerCore(t *testing.T, name string, kvo picker.KVOptions) *Core {
 	t.Helper()
-	c, err := New(Options{Picker: name, KV: kvo})
+	return twoWorkerCoreWith(t, Options{Picker: name, KV: kvo})
+}
+
+func twoWorkerCoreWith(t *testing.T, o Options) *Core {
+	t.Helper()
+	c, err := New(o)
 	require.NoError(t, err)
 	var batch []events.Event
 	for _, id := range []uint64{0x21, 0x22} {
@@ -97,4 +102,17 @@ func TestTrackingOffKeepsNoAccountAndEndedFrees(t *testing.T) {
 	require.Equal(t, 1, c.Active().Len())
 	require.NoError(t, c.Configure(ConfigChanged{At: t0, Settings: Settings{Picker: picker.NameLoad}}))
 	require.Zero(t, c.Active().Len())
+}
+
+// A request beyond the account's bounds is routed, not tracked, and the
+// host hears of it.
+func TestActiveAccountRefusalIsCounted(t *testing.T) {
+	refused := 0
+	c := twoWorkerCoreWith(t, Options{Picker: picker.NameLoadTracked, Hooks: Hooks{ActiveRefused: func() { refused++ }}})
+	for id := uint64(1); id <= 2*active.MaxPerRank+1; id++ {
+		_, ok := c.Pick(Arrival{Req: picker.Request{ID: id, Model: "m", Namespaces: []string{"ns"}, PromptTokens: 16, Now: t0}})
+		require.True(t, ok, "a request the account refuses is still routed")
+	}
+	require.Equal(t, 1, refused)
+	require.Equal(t, 2*active.MaxPerRank, c.Active().Len())
 }
