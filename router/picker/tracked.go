@@ -49,10 +49,10 @@ func (t Tracking) expectedOutput(req Request) uint64 {
 	return DefaultExpectedOutputTokens
 }
 
-// trackedPrefillAndBlocks are the tracked replacements of a rank's
-// sampled prefill tokens and decode blocks, each only when its switch is
-// on (ok reports which); output blocks and the per-request decode weight
-// add to the blocks.
+// tracked returns the core's account of c's rank: prefill tokens, and
+// blocks (active blocks when that switch is on, predicted output blocks
+// when that one is, and the per-request decode weight); prefillOK and
+// blocksOK report which replace the sampled values rather than add.
 func (s *Scheduler) tracked(c *candidate) (prefill, blocks float64, prefillOK, blocksOK bool) {
 	t, o := s.trackingLocked(), s.opts
 	if s.active == nil || !t.Any() && o.DecodeActiveRequestWeight == 0 {
