@@ -70,6 +70,8 @@ func feed(w *Writer, v any) {
 		w.Ended(v)
 	case Outcome:
 		w.Outcome(v)
+	case FirstToken, Progress:
+		w.Record(v.(events.Event))
 	default:
 		panic(fmt.Sprintf("feed: %T", v))
 	}
@@ -125,7 +127,8 @@ func sample() []any {
 		KVMessage{KVMessage: events.KVMessage{At: at(11), Namespace: "dynamo", PublisherID: bigPID - 1}, Result: "publisher_lost"},
 		events.KVUnsubscribed{At: at(11), Namespace: "dynamo", PublisherID: bigPID},
 		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "kv", MaxStaleness: 5 * time.Second, KVStaleAfter: time.Minute,
-			KV: picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 8, Temperature: 0.25, ConditionalDisagg: true, DecodeBusyThreshold: &busy}}},
+			KV: picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 8, Temperature: 0.25, ConditionalDisagg: true, DecodeBusyThreshold: &busy,
+				DecodeActiveRequestWeight: 2, Track: picker.Tracking{PrefillTokens: true, OutputBlocks: true, ExpectedOutputTokens: 64}}}},
 		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "load"}},
 		Request{At: at(12), RequestID: 1<<63 + 100, Model: "m", Namespaces: []string{"dynamo", "other"}, PromptTokens: 4000,
 			MaxTokens: 256, Generation: 1<<63 + 1, Tokens: []uint32{0, 1, 1<<32 - 1, 42}, Session: 1<<64 - 1, Route: "sim"},
@@ -138,6 +141,9 @@ func sample() []any {
 		Selection{At: at(16), RequestID: 2, OK: true, Sel: picker.Selection{Namespace: "dynamo",
 			Decode: picker.Pin{WorkerID: 7, Role: discovery.RoleAggregated}, DecodeReason: picker.ReasonRoundRobin}, Candidates: []picker.Candidate{}},
 		Selection{At: at(17), RequestID: 3},
+		FirstToken{At: at(17), RequestID: 1<<63 + 100},
+		Progress{At: at(17), RequestID: 1<<63 + 100, OutputTokens: 1<<63 + 16},
+		Progress{At: time.Time{}, RequestID: 2},
 		Ended{At: at(18), RequestID: 2, Reason: "refused"},
 		Outcome{At: at(19), RequestID: 1<<63 + 100, Status: StatusOK, PromptTokens: 4000, CachedTokens: 512, OutputTokens: 256,
 			TTFT: 120 * time.Millisecond, E2E: 3 * time.Second, ITL: 11 * time.Millisecond},

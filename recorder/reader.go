@@ -184,6 +184,12 @@ func (r *Reader) Entries(runID int64, fn func(Entry) error) error {
 			{"config_changes", `SELECT seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv FROM config_changes WHERE run_id = ? ORDER BY seq`, scanConfigChange},
 		}...)
 	}
+	if r.version >= 4 {
+		specs = append(specs, struct {
+			name, query string
+			scan        func(*sql.Rows) (Entry, error)
+		}{"request_progress", `SELECT seq, at_ns, request_id, kind, output_tokens FROM request_progress WHERE run_id = ? ORDER BY seq`, scanProgress})
+	}
 	cursors := make([]*cursor, 0, len(specs))
 	defer func() {
 		for _, c := range cursors {
@@ -496,6 +502,30 @@ func scanTick(rows *sql.Rows) (Entry, error) {
 	}
 	t := events.Tick{At: fromNS(at)}
 	return Entry{Seq: i2u(seq), At: t.At, Value: t}, nil
+}
+
+func scanProgress(rows *sql.Rows) (Entry, error) {
+	var (
+		seq, id int64
+		at, out sql.NullInt64
+		kind    string
+	)
+	if err := rows.Scan(&seq, &at, &id, &kind, &out); err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Seq: i2u(seq), At: fromNS(at)}
+	switch kind {
+	case "first_token":
+		e.Value = FirstToken{At: e.At, RequestID: i2u(id)}
+	case "output":
+		if !out.Valid {
+			return Entry{}, seqErr(seq, fmt.Errorf("request_progress.output_tokens: %v", out))
+		}
+		e.Value = Progress{At: e.At, RequestID: i2u(id), OutputTokens: i2u(out.Int64)}
+	default:
+		return Entry{}, seqErr(seq, fmt.Errorf("unknown request_progress kind %q", kind))
+	}
+	return e, nil
 }
 
 func scanConfigChange(rows *sql.Rows) (Entry, error) {

@@ -47,6 +47,10 @@ type (
 	Selection = core.Selection
 	Ended     = core.Ended
 	Outcome   = core.Outcome
+	// FirstToken and Progress are the inputs of the core's
+	// active-sequence account.
+	FirstToken = core.FirstToken
+	Progress   = core.Progress
 	// ConfigChanged is a configuration change the core applied.
 	ConfigChanged = core.ConfigChanged
 )
@@ -108,7 +112,7 @@ type RunInfo struct {
 // events.LoadConnected, LoadMessage, events.KVSubscribed,
 // events.KVConnected, events.KVDisconnected, events.KVUnsubscribed,
 // KVMessage, events.Tick, ConfigChanged, Request, Selection, Ended,
-// Outcome.
+// Outcome, FirstToken, Progress.
 type Entry struct {
 	Seq   uint64
 	At    time.Time

@@ -109,7 +109,7 @@ func TestSeqOrderAcrossTables(t *testing.T) {
 		"load.connected", "load.message", "load.message", "load.message", "load.message",
 		"kv.connected", "kv.message", "kv.subscribed", "kv.disconnected", "tick", "kv.message", "kv.unsubscribed",
 		"config_changed", "config_changed", "request", "request", "request",
-		"selection", "selection", "selection", "ended", "outcome", "outcome", "outcome"}
+		"selection", "selection", "selection", "progress.first_token", "progress.output", "progress.output", "ended", "outcome", "outcome", "outcome"}
 	require.Equal(t, want, kinds)
 
 	var n int
@@ -304,13 +304,30 @@ func TestSchemaVersionRefused(t *testing.T) {
 	w := mustCreate(t, path, simRun(base), Options{})
 	_, err := w.Close()
 	require.NoError(t, err)
-	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '4' WHERE key = 'schema_version'`)
+	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '5' WHERE key = 'schema_version'`)
 	require.NoError(t, err)
 
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "4"`)
+	require.ErrorContains(t, err, `schema version "5"`)
 	_, err = Open(path)
-	require.ErrorContains(t, err, `schema version "4"; this build reads versions 1 to 3`)
+	require.ErrorContains(t, err, `schema version "5"; this build reads versions 1 to 4`)
+}
+
+// A version 3 recording has no request_progress table: it is read (its
+// runs tracked nothing), and this build does not append to it.
+func TestSchemaVersion3IsReadNotAppended(t *testing.T) {
+	path, w := recordOutcomes(t, 20, true)
+	db := rawDB(t, path)
+	for _, q := range []string{`DROP VIEW timeline`, `DROP TABLE request_progress`,
+		`CREATE VIEW timeline AS SELECT run_id, seq, at_ns, 'outcome' AS kind, request_id FROM outcomes`,
+		`UPDATE meta SET value = '3' WHERE key = 'schema_version'`} {
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+	require.True(t, integrityOf(t, path, w.RunID()).Complete())
+	require.Len(t, readEntries(t, path, w.RunID()), 20)
+	_, err := Create(path, simRun(base), Options{})
+	require.ErrorContains(t, err, `schema version "3"; this build writes version 4 only`)
 }
 
 func TestOtherFilesRefused(t *testing.T) {

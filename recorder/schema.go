@@ -22,7 +22,12 @@ import (
 // (kv_messages kinds subscribed, disconnected and unsubscribed; the ticks
 // table) and configuration changes (config_changes). In older recordings
 // a cleared publisher's row is the input itself; replay applies it.
-const SchemaVersion = 3
+//
+// Version 4 added the inputs of the core's active-sequence account
+// (request_progress: each request's first token, and its output at block
+// boundaries while output blocks are tracked). Older recordings have
+// none; their runs tracked nothing, and replay feeds nothing.
+const SchemaVersion = 4
 
 // oldestReadable is the oldest schema version Open reads.
 const oldestReadable = 1
@@ -41,12 +46,13 @@ const (
 	tOutcomes
 	tTicks
 	tConfigChanges
+	tProgress
 	numTables
 )
 
 var tableNames = [numTables]string{
 	"discovery", "published", "load_messages", "kv_messages",
-	"requests", "selections", "ended", "outcomes", "ticks", "config_changes",
+	"requests", "selections", "ended", "outcomes", "ticks", "config_changes", "request_progress",
 }
 
 // Tables lists the record tables, the keys of Stats and RunInfo.Dropped.
@@ -214,6 +220,15 @@ var schema = []string{
 	kv               TEXT NOT NULL,
 	PRIMARY KEY (run_id, seq)
 )`,
+	`CREATE TABLE request_progress (
+	run_id        INTEGER NOT NULL,
+	seq           INTEGER NOT NULL,
+	at_ns         INTEGER,
+	request_id    INTEGER NOT NULL,
+	kind          TEXT NOT NULL CHECK (kind IN ('first_token', 'output')),
+	output_tokens INTEGER,
+	PRIMARY KEY (run_id, seq)
+)`,
 	`CREATE VIEW timeline AS
 	SELECT run_id, seq, at_ns, 'discovery.' || op AS kind, NULL AS request_id FROM discovery
 	UNION ALL SELECT run_id, seq, at_ns, 'published', NULL FROM published
@@ -224,7 +239,8 @@ var schema = []string{
 	UNION ALL SELECT run_id, seq, at_ns, 'ended', request_id FROM ended
 	UNION ALL SELECT run_id, seq, at_ns, 'outcome', request_id FROM outcomes
 	UNION ALL SELECT run_id, seq, at_ns, 'tick', NULL FROM ticks
-	UNION ALL SELECT run_id, seq, at_ns, 'config_changed', NULL FROM config_changes`,
+	UNION ALL SELECT run_id, seq, at_ns, 'config_changed', NULL FROM config_changes
+	UNION ALL SELECT run_id, seq, at_ns, 'progress.' || kind, request_id FROM request_progress`,
 }
 
 // errNotRecording: the file is a SQLite database, but not a recording.

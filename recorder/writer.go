@@ -112,6 +112,7 @@ const (
 	sOutcome
 	sTick
 	sConfigChange
+	sProgress
 	numStmts
 )
 
@@ -134,6 +135,7 @@ var inserts = [numStmts]string{
 		output_tokens, ttft_ns, e2e_ns, itl_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	sTick:         `INSERT INTO ticks (run_id, seq, at_ns) VALUES (?, ?, ?)`,
 	sConfigChange: `INSERT INTO config_changes (run_id, seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	sProgress:     `INSERT INTO request_progress (run_id, seq, at_ns, request_id, kind, output_tokens) VALUES (?, ?, ?, ?, ?, ?)`,
 }
 
 // Create opens path for recording, creating the file and its schema if
@@ -408,6 +410,10 @@ func (w *Writer) Record(out core.Output) {
 		w.Ended(o)
 	case core.Outcome:
 		w.Outcome(o)
+	case core.FirstToken:
+		w.enqueue(tProgress, o)
+	case core.Progress:
+		w.enqueue(tProgress, o)
 	default:
 		w.Discovery(out)
 	}
@@ -642,6 +648,10 @@ func (w *Writer) insert(ctx context.Context, stmt func(int) *sql.Stmt, r record)
 			return jerr
 		}
 		_, err = stmt(sConfigChange).ExecContext(ctx, run, seq, atNS(v.At), v.Picker, int64(v.MaxStaleness), int64(v.KVStaleAfter), string(kvJSON))
+	case FirstToken:
+		_, err = stmt(sProgress).ExecContext(ctx, run, seq, atNS(v.At), u2i(v.RequestID), "first_token", nil)
+	case Progress:
+		_, err = stmt(sProgress).ExecContext(ctx, run, seq, atNS(v.At), u2i(v.RequestID), "output", u2i(v.OutputTokens))
 	case Outcome:
 		_, err = stmt(sOutcome).ExecContext(ctx, run, seq, atNS(v.At), u2i(v.RequestID), v.Status, v.Error,
 			v.PromptTokens, v.CachedTokens, v.OutputTokens, int64(v.TTFT), int64(v.E2E), int64(v.ITL))

@@ -129,7 +129,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: c, inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
-		namespaces: []string{sc.Namespace}, kvEnabled: name == picker.NameKV}
+		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name)}
 	if sc.Discovery.Kubernetes() {
 		r.kube = newKubeFleet(sc)
 	}
@@ -472,14 +472,32 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		if q.prefill == nil {
 			q.cached = o.CachedTokens
 		}
+		// The token the client sees first, as the live hosts report it
+		// (after a prefill hop, the decode worker's).
+		q.run.core.FirstToken(core.FirstToken{At: now, RequestID: q.id})
 	}
+	prev := q.out
 	q.out += o.NewTokens
+	q.progress(prev, now, o.Finished)
 	if o.Finished {
 		// As the live hosts do: a served request leaves its workers'
 		// backlog at once, whether or not a sample follows; reported
 		// before its outcome, which closes the request for a replay.
 		q.run.core.Ended(q.pr, q.sel, now, core.EndedServed)
 		q.finish(now, "ok", "")
+	}
+}
+
+// progress reports the request's output to the core when it crosses a
+// block boundary, only while the core predicts output blocks: one record
+// per block, not per token, and none for the last block (its end follows).
+func (q *request) progress(prev int, now time.Time, finished bool) {
+	if finished || !q.run.core.TracksOutput() {
+		return
+	}
+	bs := max(int(q.sel.BlockSize), 1)
+	if q.out/bs > prev/bs {
+		q.run.core.Progress(core.Progress{At: now, RequestID: q.id, OutputTokens: uint64(q.out)})
 	}
 }
 

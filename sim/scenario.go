@@ -264,6 +264,13 @@ type KVParams struct {
 		Enabled             bool     `yaml:"enabled"`
 		DecodeBusyThreshold *float64 `yaml:"decode_busy_threshold"`
 	} `yaml:"conditional_disaggregation"`
+	// The router-side active-sequence switches (picker.Tracking), off
+	// unless set, and the per-request decode weight.
+	TrackActiveBlocks         bool    `yaml:"track_active_blocks"`
+	TrackPrefillTokens        bool    `yaml:"track_prefill_tokens"`
+	TrackOutputBlocks         bool    `yaml:"track_output_blocks"`
+	ExpectedOutputTokens      int     `yaml:"expected_output_tokens"`
+	DecodeActiveRequestWeight float64 `yaml:"decode_active_request_weight"`
 }
 
 // Options are the picker options the parameters describe.
@@ -281,6 +288,9 @@ func (k KVParams) Options() picker.KVOptions {
 	if k.UseKVEvents != nil && !*k.UseKVEvents {
 		o.PredictCache, o.PredictedTTL = true, k.PredictedBlockTTL.Std()
 	}
+	o.Track = picker.Tracking{ActiveBlocks: k.TrackActiveBlocks, PrefillTokens: k.TrackPrefillTokens,
+		OutputBlocks: k.TrackOutputBlocks, ExpectedOutputTokens: k.ExpectedOutputTokens}
+	o.DecodeActiveRequestWeight = k.DecodeActiveRequestWeight
 	return o
 }
 
@@ -587,6 +597,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	}
 	if ttl := sc.Router.KV.PredictedBlockTTL; ttl < 0 || ttl > Duration(24*time.Hour) {
 		bad("router.kv.predicted_block_ttl: must be between 0 (120s) and 24h")
+	}
+	if k := sc.Router.KV; k.ExpectedOutputTokens < 0 || k.DecodeActiveRequestWeight < 0 || math.IsNaN(k.DecodeActiveRequestWeight) {
+		bad("router.kv: expected_output_tokens and decode_active_request_weight must be >= 0")
 	}
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")

@@ -24,15 +24,15 @@ import (
 // naming the variable.
 func TestEPPRefusesBadVariables(t *testing.T) {
 	for env, want := range map[[2]string]string{
-		{"DYN_ROUTER_TEMPERATURE", "warm"}:               `DYN_ROUTER_TEMPERATURE="warm": must be a finite number`,
-		{"DYN_ROUTER_TEMPERATURE", "-1"}:                 "DYN_ROUTER_TEMPERATURE (dynamo.kv.router_temperature): must be >= 0",
-		{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "2"}:      "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT (dynamo.kv.overlap_score_credit): must be between 0.0 and 1.0",
-		{"DYN_USE_KV_EVENTS", "maybe"}:                   `DYN_USE_KV_EVENTS="maybe": must be true or false`,
-		{"DYN_KV_CACHE_BLOCK_SIZE", "sixteen"}:           `DYN_KV_CACHE_BLOCK_SIZE="sixteen": must be an integer`,
-		{"DYN_EPP_MODE", "sidecar"}:                      `DYN_EPP_MODE (epp.mode): must be dynamo or standalone, got "sidecar"`,
-		{"DYN_ROUTER_REPLICA_SYNC", "true"}:              "DYN_ROUTER_REPLICA_SYNC (epp.replica_sync): sharing active-sequence state between replicas is not in this build yet",
-		{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "1"}: "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT (epp.decode_active_request_weight)",
-		{"DYN_EPP_MODE", "standalone"}:                   "dynamo.discovery.inference_pool.name: must name the InferencePool",
+		{"DYN_ROUTER_TEMPERATURE", "warm"}:                `DYN_ROUTER_TEMPERATURE="warm": must be a finite number`,
+		{"DYN_ROUTER_TEMPERATURE", "-1"}:                  "DYN_ROUTER_TEMPERATURE (dynamo.kv.router_temperature): must be >= 0",
+		{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "2"}:       "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT (dynamo.kv.overlap_score_credit): must be between 0.0 and 1.0",
+		{"DYN_USE_KV_EVENTS", "maybe"}:                    `DYN_USE_KV_EVENTS="maybe": must be true or false`,
+		{"DYN_KV_CACHE_BLOCK_SIZE", "sixteen"}:            `DYN_KV_CACHE_BLOCK_SIZE="sixteen": must be an integer`,
+		{"DYN_EPP_MODE", "sidecar"}:                       `DYN_EPP_MODE (epp.mode): must be dynamo or standalone, got "sidecar"`,
+		{"DYN_ROUTER_REPLICA_SYNC", "true"}:               "DYN_ROUTER_REPLICA_SYNC (epp.replica_sync): sharing active-sequence state between replicas is not in this build yet",
+		{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "-1"}: "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT (dynamo.kv.decode_active_request_weight): must be a number >= 0",
+		{"DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "true"}:        "DYN_ROUTER_TRACK_OUTPUT_BLOCKS (dynamo.kv.track_output_blocks): predicting output blocks is not in the live router yet",
 	} {
 		t.Run(env[0]+"="+env[1], func(t *testing.T) {
 			t.Setenv(env[0], env[1])
@@ -67,6 +67,8 @@ func TestEPPVariablesOverlayTheFile(t *testing.T) {
 	assert.Equal(t, 8.0, c.Dynamo.KV.PrefillLoadScale)
 	assert.Equal(t, 0.2, c.Dynamo.KV.RouterTemperature)
 	assert.False(t, c.Dynamo.KV.UseKVEvents, "DYN_USE_KV_EVENTS=0 predicts cache state from picks")
+	assert.True(t, c.Dynamo.KV.TrackActiveBlocks, "DYN_ROUTER_TRACK_* set dynamo.kv.track_*")
+	assert.False(t, c.Dynamo.KV.TrackPrefillTokens)
 	assert.Equal(t, 8001, c.EPP.TargetPort, "a field no variable names keeps the file's value")
 	assert.Equal(t, config.DefaultEPPListen, c.EPP.Listen)
 }

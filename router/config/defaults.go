@@ -64,6 +64,10 @@ func Default() *Config {
 				PrefillLoadScale:   1.0,
 				UseKVEvents:        true,
 				PredictedBlockTTL:  Duration(120 * time.Second), // kv.DefaultPredictedTTL
+				// Dynamo's defaults: the router's own account of what it
+				// dispatched costs the picks (docs/picker.md).
+				TrackActiveBlocks:  true,
+				TrackPrefillTokens: true,
 			},
 			EventBus: EventBus{
 				MaxSessions:           DefaultMaxSessions,

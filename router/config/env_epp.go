@@ -23,12 +23,12 @@ var EPPVariables = []EPPVariable{
 	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "dynamo.kv.overlap_score_credit", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.OverlapScoreCredit })},
 	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY", "epp.overlap_score_credit_decay", floatVar(func(c *Config) *float64 { return &c.EPP.OverlapScoreCreditDecay })},
 	{"DYN_ROUTER_PREFILL_LOAD_SCALE", "dynamo.kv.prefill_load_scale", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.PrefillLoadScale })},
-	{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "epp.decode_active_request_weight", floatVar(func(c *Config) *float64 { return &c.EPP.DecodeActiveRequestWeight })},
+	{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "dynamo.kv.decode_active_request_weight", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.DecodeActiveRequestWeight })},
 	{"DYN_ROUTER_TEMPERATURE", "dynamo.kv.router_temperature", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.RouterTemperature })},
 	{"DYN_ROUTER_REPLICA_SYNC", "epp.replica_sync", boolVar(func(c *Config) *bool { return &c.EPP.ReplicaSync })},
-	{"DYN_ROUTER_TRACK_ACTIVE_BLOCKS", "epp.track_active_blocks", boolVar(func(c *Config) *bool { return &c.EPP.TrackActiveBlocks })},
-	{"DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "epp.track_output_blocks", boolVar(func(c *Config) *bool { return &c.EPP.TrackOutputBlocks })},
-	{"DYN_ROUTER_TRACK_PREFILL_TOKENS", "epp.track_prefill_tokens", boolVar(func(c *Config) *bool { return &c.EPP.TrackPrefillTokens })},
+	{"DYN_ROUTER_TRACK_ACTIVE_BLOCKS", "dynamo.kv.track_active_blocks", boolVar(func(c *Config) *bool { return &c.Dynamo.KV.TrackActiveBlocks })},
+	{"DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "dynamo.kv.track_output_blocks", boolVar(func(c *Config) *bool { return &c.Dynamo.KV.TrackOutputBlocks })},
+	{"DYN_ROUTER_TRACK_PREFILL_TOKENS", "dynamo.kv.track_prefill_tokens", boolVar(func(c *Config) *bool { return &c.Dynamo.KV.TrackPrefillTokens })},
 	{"DYN_EPP_PEER_SERVICE", "epp.peer_service", func(c *Config, v string) error { c.EPP.PeerService = v; return nil }},
 	// Standalone mode's pool, by Switchyard's names for what GAIE's own
 	// endpoint picker takes as --pool-name and --pool-namespace.

@@ -55,15 +55,11 @@ type EPP struct {
 	// (DYN_KV_CACHE_BLOCK_SIZE): a worker whose card says otherwise would
 	// score wrong overlaps, so start-up warns and selection counts it.
 	KVCacheBlockSize int `yaml:"kv_cache_block_size"`
-	// The router-side active-sequence switches (DYN_ROUTER_TRACK_*).
-	TrackActiveBlocks  bool `yaml:"track_active_blocks"`
-	TrackOutputBlocks  bool `yaml:"track_output_blocks"`
-	TrackPrefillTokens bool `yaml:"track_prefill_tokens"`
-	// OverlapScoreCreditDecay and DecodeActiveRequestWeight
-	// (DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY,
-	// DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
-	OverlapScoreCreditDecay   float64 `yaml:"overlap_score_credit_decay"`
-	DecodeActiveRequestWeight float64 `yaml:"decode_active_request_weight"`
+	// OverlapScoreCreditDecay is DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY.
+	// The active-sequence switches (DYN_ROUTER_TRACK_*), the decode
+	// active-request weight and use_kv_events are dynamo.kv settings,
+	// shared with the gateway.
+	OverlapScoreCreditDecay float64 `yaml:"overlap_score_credit_decay"`
 	// ReplicaSync shares active-sequence state between replicas
 	// (DYN_ROUTER_REPLICA_SYNC); PeerService names their Service
 	// (DYN_EPP_PEER_SERVICE).
@@ -80,6 +76,5 @@ type EPP struct {
 const MaxFallbackEndpoints = 8
 
 func defaultEPP() EPP {
-	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
-		TrackActiveBlocks: true, TrackPrefillTokens: true}
+	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed}
 }

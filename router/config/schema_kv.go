@@ -19,8 +19,20 @@ type KV struct {
 	// UseKVEvents follows the workers' kv-events; false scores ranks on
 	// the cache state predicted from the router's own picks, each
 	// predicted block kept PredictedBlockTTL after its last pick.
-	UseKVEvents               bool                      `yaml:"use_kv_events"`
-	PredictedBlockTTL         Duration                  `yaml:"predicted_block_ttl"`
+	UseKVEvents       bool     `yaml:"use_kv_events"`
+	PredictedBlockTTL Duration `yaml:"predicted_block_ttl"`
+	// The router-side active-sequence switches (Dynamo's
+	// DYN_ROUTER_TRACK_*; picker.Tracking): the router's own account of
+	// the requests it dispatched replaces the sampled load in the load and
+	// KV pickers' costs. ExpectedOutputTokens predicts the output of a
+	// request without max_tokens (0: picker.DefaultExpectedOutputTokens).
+	TrackActiveBlocks    bool `yaml:"track_active_blocks"`
+	TrackPrefillTokens   bool `yaml:"track_prefill_tokens"`
+	TrackOutputBlocks    bool `yaml:"track_output_blocks"`
+	ExpectedOutputTokens int  `yaml:"expected_output_tokens"`
+	// DecodeActiveRequestWeight adds block-equivalents to a rank's decode
+	// cost per request active on it (DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
+	DecodeActiveRequestWeight float64                   `yaml:"decode_active_request_weight"`
 	ConditionalDisaggregation ConditionalDisaggregation `yaml:"conditional_disaggregation"`
 }
 

@@ -58,22 +58,13 @@ func (k *checker) epp(c *Config) {
 	notYet := func(field, what string) {
 		k.err(p+"."+field, "%s is not in this build yet; leave it at its default", what)
 	}
-	if e.TrackOutputBlocks {
-		notYet("track_output_blocks", "predicting output blocks")
-	}
-	if !e.TrackActiveBlocks || !e.TrackPrefillTokens {
-		notYet("track_active_blocks", "turning off the router's own accounting of dispatched prompt blocks")
-	}
 	if e.OverlapScoreCreditDecay != 0 {
 		notYet("overlap_score_credit_decay", "overlap credit decay")
-	}
-	if e.DecodeActiveRequestWeight != 0 {
-		notYet("decode_active_request_weight", "a per-active-request decode cost")
 	}
 	if e.ReplicaSync {
 		notYet("replica_sync", "sharing active-sequence state between replicas")
 	}
-	if e.OverlapScoreCreditDecay < 0 || e.DecodeActiveRequestWeight < 0 {
-		k.err(p, "overlap_score_credit_decay and decode_active_request_weight must be >= 0")
+	if e.OverlapScoreCreditDecay < 0 {
+		k.err(p+".overlap_score_credit_decay", "must be >= 0")
 	}
 }

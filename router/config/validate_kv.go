@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -38,6 +39,17 @@ func (k *checker) kv(c *Config) {
 		k.warn(p+".pinned_artifacts", "empty: no tokenizer or template may be loaded, so every selection scores without prefix overlap (artifact_unpinned)")
 	}
 	k.errIf(p+".artifact_cache_dir", cacheDirProblem(kv.ArtifactCacheDir))
+	if kv.ExpectedOutputTokens < 0 || kv.ExpectedOutputTokens > maxExpectedOutputTokens {
+		k.err(p+".expected_output_tokens", "must be between 0 (the default prediction) and %d, got %d", maxExpectedOutputTokens, kv.ExpectedOutputTokens)
+	}
+	if kv.DecodeActiveRequestWeight < 0 || math.IsNaN(kv.DecodeActiveRequestWeight) || math.IsInf(kv.DecodeActiveRequestWeight, 0) {
+		k.err(p+".decode_active_request_weight", "must be a number >= 0, got %g", kv.DecodeActiveRequestWeight)
+	}
+	if kv.TrackOutputBlocks {
+		// The live hosts do not count a response's output tokens, so the
+		// predicted blocks would never decay; only the simulator has it.
+		k.err(p+".track_output_blocks", "predicting output blocks is not in the live router yet (the simulator's router.kv has it); leave it false")
+	}
 	cd := kv.ConditionalDisaggregation
 	if t := cd.DecodeBusyThreshold; t != nil && (*t < 0 || *t > 1) {
 		k.err(p+".conditional_disaggregation.decode_busy_threshold", "must be a fraction of total_kv_blocks between 0.0 and 1.0, got %g", *t)
@@ -46,6 +58,10 @@ func (k *checker) kv(c *Config) {
 		k.warn(p+".conditional_disaggregation.enabled", "Dynamo 1.5 direct-mode frontends refuse a request without a prefill worker id while prefill workers are registered, so bypassed requests can fail with 503")
 	}
 }
+
+// maxExpectedOutputTokens bounds dynamo.kv.expected_output_tokens: no
+// model generates more in one answer.
+const maxExpectedOutputTokens = 1 << 20
 
 // cacheDirProblem checks an explicit artifact_cache_dir; empty means the
 // per-user default. A relative path would move with the process's working

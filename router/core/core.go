@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"switchyard/router/active"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/events"
@@ -38,6 +39,12 @@ type Core struct {
 	follower *discovery.Follower
 	store    *load.Store
 	kv       *kv.Tracker
+	// active is the core's own account of the requests it dispatched,
+	// kept while tracking is on (picker.Tracking).
+	active   *active.Set
+	tracking picker.Tracking
+	tracked  bool
+	holds    []active.Hold
 	picker   picker.Picker
 	explain  picker.Explainer
 	settings Settings
@@ -77,6 +84,9 @@ type Hooks struct {
 	KVSelection   func(result string)
 	KVUnsupported func(model string, blockSize int)
 	Discovery     func(kind string)
+	// ActiveRefused hears of each request the active-sequence account
+	// could not take (its bounds).
+	ActiveRefused func()
 }
 
 // Options configure a core.
@@ -106,6 +116,7 @@ func New(o Options) (*Core, error) {
 		discovery.NewRegistry())
 	c.store = load.NewStore(c.countLoad)
 	c.kv = kv.NewTracker(c.countKV)
+	c.active = active.New()
 	s := Settings{Picker: o.Picker, KV: o.KV, MaxStaleness: o.MaxStaleness, KVStaleAfter: o.KVStaleAfter}
 	p, err := c.newPicker(s)
 	if err != nil {
@@ -121,10 +132,22 @@ func (c *Core) apply(s Settings) {
 	c.settings = s
 	c.store.SetMaxStaleness(cmp.Or(s.MaxStaleness, load.DefaultMaxStaleness))
 	c.staleAfter = cmp.Or(s.KVStaleAfter, KVStaleAfter)
+	c.tracking = s.KV.Track
+	if t, ok := c.picker.(interface{ Tracking() picker.Tracking }); ok {
+		c.tracking = t.Tracking()
+	}
+	was := c.tracked
+	c.tracked = c.tracking.Any() || s.KV.DecodeActiveRequestWeight > 0
+	if was && !c.tracked {
+		// Switched off: what is held now would be stale if tracking came
+		// back, since nothing reports these requests' ends to an account
+		// that is not kept.
+		c.active.Clear()
+	}
 }
 
 func (c *Core) newPicker(s Settings) (picker.Picker, error) {
-	return picker.New(s.Picker, picker.Deps{Store: c.store, Tracker: c.kv, Seed: c.seed, KV: s.KV,
+	return picker.New(s.Picker, picker.Deps{Store: c.store, Tracker: c.kv, Seed: c.seed, KV: s.KV, Active: c.active,
 		Count: c.countSelection, KVCount: c.countKVSelection, KVUnsupported: c.hooks.KVUnsupported})
 }
 
@@ -232,7 +255,7 @@ func (c *Core) Configure(ev ConfigChanged) error {
 			return err
 		}
 		c.install(p)
-	} else if kp, ok := c.picker.(interface{ SetKVOptions(picker.KVOptions) }); ok && next.Picker == picker.NameKV {
+	} else if kp, ok := c.picker.(interface{ SetKVOptions(picker.KVOptions) }); ok {
 		kp.SetKVOptions(next.KV)
 	}
 	c.apply(next)
@@ -258,6 +281,7 @@ func (c *Core) Pick(a Arrival) (picker.Selection, bool) {
 	sel, ok := c.picker.Pick(a.Req, snap)
 	if ok {
 		picker.Dispatch(c.store, a.Req, sel)
+		c.track(a.Req, sel)
 	}
 	if c.port != nil {
 		c.cands = c.cands[:0]
@@ -279,12 +303,48 @@ const EndedServed = "served"
 // recorded, so a replay releases exactly what the live core did.
 func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
 	c.record(Ended{At: at, RequestID: req.ID, Reason: reason})
+	c.active.End(req.ID)
 	if reason == EndedServed {
 		picker.FinishDispatch(c.store, req, sel)
 		return
 	}
 	picker.EndDispatch(c.store, req, sel)
 }
+
+// track charges a pinned request to its ranks in the active-sequence
+// account, while tracking is on.
+func (c *Core) track(req picker.Request, sel picker.Selection) {
+	if !c.tracked {
+		return
+	}
+	c.holds = picker.Holds(c.holds[:0], req, sel, c.tracking)
+	if !c.active.Add(req.ID, c.holds...) && c.hooks.ActiveRefused != nil {
+		c.hooks.ActiveRefused()
+	}
+}
+
+// FirstToken reports a pinned request's first output token: the rank
+// that prefilled it has nothing left to prefill for it, and the prefill
+// rank of a pair lets it go. Hosts report it for every request; it is
+// recorded whether tracking is on or not, so a replay can turn it on.
+func (c *Core) FirstToken(ev FirstToken) {
+	c.record(ev)
+	c.active.FirstToken(ev.RequestID)
+}
+
+// Progress reports a request's output so far, at block boundaries and
+// only while TracksOutput: its predicted output blocks decay.
+func (c *Core) Progress(ev Progress) {
+	c.record(ev)
+	c.active.Progress(ev.RequestID, ev.OutputTokens)
+}
+
+// TracksOutput reports whether the core predicts output blocks, i.e.
+// whether hosts report Progress.
+func (c *Core) TracksOutput() bool { return c.tracked && c.tracking.OutputBlocks }
+
+// Active is the core's account of the requests it dispatched.
+func (c *Core) Active() *active.Set { return c.active }
 
 // Outcome records how a request ended; the core itself does not use it.
 func (c *Core) Outcome(o Outcome) { c.record(o) }

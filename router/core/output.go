@@ -92,6 +92,20 @@ type Ended struct {
 	Reason    string
 }
 
+// FirstToken: a pinned request's first output token reached the host
+// (Core.FirstToken).
+type FirstToken struct {
+	At        time.Time
+	RequestID uint64
+}
+
+// Progress: a request has generated OutputTokens so far (Core.Progress).
+type Progress struct {
+	At           time.Time
+	RequestID    uint64
+	OutputTokens uint64
+}
+
 // Outcome is how a request ended.
 type Outcome struct {
 	At        time.Time
@@ -122,6 +136,8 @@ func (o ConfigChanged) Time() time.Time { return o.At }
 func (o Selection) Time() time.Time     { return o.At }
 func (o Ended) Time() time.Time         { return o.At }
 func (o Outcome) Time() time.Time       { return o.At }
+func (o FirstToken) Time() time.Time    { return o.At }
+func (o Progress) Time() time.Time      { return o.At }
 
 // WithoutTokens wraps a port so requests are recorded without their token
 // ids: a Mooncake-length prompt is about 48 KiB of ids.

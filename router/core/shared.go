@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"switchyard/router/active"
 	"switchyard/router/clock"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
@@ -143,6 +144,30 @@ func (s *Shared) Finished(req picker.Request, sel picker.Selection) {
 	s.c.Ended(req, sel, at, EndedServed)
 }
 
+// FirstToken reports a pinned request's first output token.
+func (s *Shared) FirstToken(requestID uint64) {
+	at := s.clk.Now().Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.FirstToken(FirstToken{At: at, RequestID: requestID})
+}
+
+// Progress reports a request's output so far; hosts call it at block
+// boundaries, and only while TracksOutput.
+func (s *Shared) Progress(requestID, outputTokens uint64) {
+	at := s.clk.Now().Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Progress(Progress{At: at, RequestID: requestID, OutputTokens: outputTokens})
+}
+
+// TracksOutput reports whether hosts report Progress.
+func (s *Shared) TracksOutput() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.TracksOutput()
+}
+
 // Outcome records how a request ended.
 func (s *Shared) Outcome(o Outcome) {
 	o.At = o.At.Round(0)
@@ -164,6 +189,14 @@ func (s *Shared) Settings() Settings {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.c.Settings()
+}
+
+// ActiveLoad is what rank k holds in the core's account of the requests
+// it dispatched.
+func (s *Shared) ActiveLoad(k active.Rank) active.Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Active().Load(k)
 }
 
 // Snapshot, Registry, Store and Tracker may be read without the lock.

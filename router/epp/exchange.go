@@ -66,6 +66,9 @@ type exchange struct {
 	// the proxy has said so. streamedResponse: response body chunks are
 	// to be echoed back.
 	buffered, modeKnown, streamedResponse bool
+	// responseBodyComes: the proxy announced it sends response bodies,
+	// so the first token is the first body chunk, not the headers.
+	responseBodyComes bool
 
 	start        time.Time
 	headersSeen  bool
@@ -86,10 +89,11 @@ type exchange struct {
 	fallbacks []string
 	// released: the gateway served a fallback, so the pick's bookkeeping
 	// was closed then (its worker never saw the request).
-	released  bool
-	status    int
-	firstByte time.Time
-	ended     bool
+	released   bool
+	status     int
+	firstByte  time.Time
+	firstToken bool // reported to the picker
+	ended      bool
 }
 
 func (x *exchange) run() error {
@@ -136,6 +140,27 @@ func (x *exchange) readProtocol(pc *extprocv3.ProtocolConfiguration) {
 		x.buffered = false
 	}
 	x.streamedResponse = pc.GetResponseBodyMode() == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	x.responseBodyComes = pc.GetResponseBodyMode() != filterv3.ProcessingMode_NONE
+}
+
+// FirstTokener is a Picker that hears of a routed request's first output
+// token (core.Shared): the rank that prefilled it has no prompt left to
+// prefill for it.
+type FirstTokener interface {
+	FirstToken(requestID uint64)
+}
+
+// reportFirstToken tells the picker, once, that the worker's answer has
+// started: the first response body chunk, or the response headers when
+// no body will reach the endpoint picker.
+func (x *exchange) reportFirstToken() {
+	if !x.picked || x.firstToken || x.ended {
+		return
+	}
+	x.firstToken = true
+	if ft, ok := x.s.opts.Picker.(FirstTokener); ok {
+		ft.FirstToken(x.req.ID)
+	}
 }
 
 func (x *exchange) send(r *extprocv3.ProcessingResponse) error { return x.stream.Send(r) }
@@ -423,6 +448,9 @@ func (x *exchange) responseHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.
 	if served := servedEndpoint(m.GetMetadataContext()); served != "" && x.destination != "" && served != x.destination {
 		x.servedElsewhere(served)
 	}
+	if !x.responseBodyComes && OutcomeFromStatus(x.status) == OutcomeOK {
+		x.reportFirstToken()
+	}
 	if h.GetEndOfStream() {
 		x.end(OutcomeFromStatus(x.status))
 	}
@@ -433,6 +461,9 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) error {
 	now := x.s.opts.Clock.Now()
 	if x.firstByte.IsZero() && len(b.GetBody()) > 0 {
 		x.firstByte = now
+		if OutcomeFromStatus(x.status) == OutcomeOK {
+			x.reportFirstToken()
+		}
 	}
 	if b.GetEndOfStream() {
 		x.end(OutcomeFromStatus(x.status))

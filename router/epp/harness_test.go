@@ -46,10 +46,10 @@ func fleetShared(tb testing.TB, clk clock.Clock, transports ...string) *core.Sha
 	return fleetSharedWith(tb, clk, picker.NameRoundRobin, transports...)
 }
 
-// fleetSharedWith is fleetShared with another picker.
-func fleetSharedWith(tb testing.TB, clk clock.Clock, pickerName string, transports ...string) *core.Shared {
+// fleetSharedWith is fleetShared with the named picker.
+func fleetSharedWith(tb testing.TB, clk clock.Clock, name string, transports ...string) *core.Shared {
 	tb.Helper()
-	c, err := core.New(core.Options{Picker: pickerName})
+	c, err := core.New(core.Options{Picker: name})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -120,6 +120,13 @@ func (c *countingPicker) Ended(req picker.Request, sel picker.Selection) {
 func (c *countingPicker) Finished(req picker.Request, sel picker.Selection) {
 	c.p.Finished(req, sel)
 	c.release(req.ID)
+}
+
+// FirstToken passes the first token on when the core hears of it.
+func (c *countingPicker) FirstToken(id uint64) {
+	if ft, ok := c.p.(epp.FirstTokener); ok {
+		ft.FirstToken(id)
+	}
 }
 
 func (c *countingPicker) release(id uint64) {

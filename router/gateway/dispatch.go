@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -133,6 +134,45 @@ func (pn *pinning) finish() {
 	}
 }
 
+// FirstTokener is a Pinner that hears of a pinned request's first output
+// token (core.Shared): the rank that prefilled it has no prompt left to
+// prefill for it.
+type FirstTokener interface {
+	FirstToken(requestID uint64)
+}
+
+// watchFirstToken reports the first token of a successful answer to the
+// pinner: for a streamed answer, when the shim's first body bytes arrive;
+// otherwise now, at its response headers (a buffered answer's body comes
+// whole, at the end of generation).
+func (pn *pinning) watchFirstToken(a *attempt) {
+	ft, ok := pn.p.(FirstTokener)
+	if !ok {
+		return
+	}
+	id := pn.req.ID
+	if !isEventStream(a.resp.Header) {
+		ft.FirstToken(id)
+		return
+	}
+	a.resp.Body = &firstRead{ReadCloser: a.resp.Body, first: func() { ft.FirstToken(id) }}
+}
+
+// firstRead calls first once, when the first bytes are read.
+type firstRead struct {
+	io.ReadCloser
+	first func()
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if n > 0 && f.first != nil {
+		f.first()
+		f.first = nil
+	}
+	return n, err
+}
+
 // repin ends the current selection and asks the picker again, as a new
 // dispatch narrowed to the same namespace (the pool being walked).
 func (x *exchange) repin(pn *pinning) bool {
@@ -208,6 +248,7 @@ func (x *exchange) servePinned(p Pinner, req picker.Request, sel picker.Selectio
 	status := a.resp.StatusCode
 	if status/100 == 2 {
 		x.discloseServer(a.b, &pn.sel)
+		pn.watchFirstToken(a)
 		result := x.deliver(a, nil)
 		if result == metrics.ResultOK {
 			pn.finish()

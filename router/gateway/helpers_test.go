@@ -217,12 +217,21 @@ func (t *testPinner) Finished(req picker.Request, sel picker.Selection) {
 	}
 }
 
+// FirstToken passes a first token on to pickers that hear of them.
+func (t *testPinner) FirstToken(id uint64) {
+	if f, ok := t.get().(FirstTokener); ok {
+		f.FirstToken(id)
+	}
+}
+
 type rrPicker struct {
-	mu    sync.Mutex
-	next  int
-	picks []picker.Request
-	sels  []picker.Selection
-	ended []picker.Selection
+	mu sync.Mutex
+	// events are "first_token" and "finished" in the order they came.
+	events []string
+	next   int
+	picks  []picker.Request
+	sels   []picker.Selection
+	ended  []picker.Selection
 	// finished: selections whose answers were delivered in full.
 	finished []picker.Selection
 	refuse   bool // answer ok=false, as when no worker serves the model
@@ -283,6 +292,19 @@ func (p *rrPicker) Finished(_ picker.Request, sel picker.Selection) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finished = append(p.finished, sel)
+	p.events = append(p.events, "finished")
+}
+
+func (p *rrPicker) FirstToken(uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, "first_token")
+}
+
+func (p *rrPicker) eventList() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events)
 }
 
 func (p *rrPicker) finishedCount() int {

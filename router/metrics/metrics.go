@@ -65,7 +65,7 @@ func New() *Set {
 	g := newGateway()
 	reg.MustRegister(g.collectors()...)
 	sel := newSelection()
-	reg.MustRegister(sel.Total)
+	reg.MustRegister(sel.Total, sel.ActiveRefused)
 	k := newKV()
 	reg.MustRegister(k.Events, k.Selection)
 	e := newEPP()

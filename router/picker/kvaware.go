@@ -54,6 +54,12 @@ type KVOptions struct {
 	// predicted block lasts (kv.DefaultPredictedTTL when 0).
 	PredictCache bool          `json:"predict_cache,omitempty"`
 	PredictedTTL time.Duration `json:"predicted_ttl,omitempty"`
+	// DecodeActiveRequestWeight adds this many blocks to a rank's decode
+	// cost per request active on it (the core's account).
+	DecodeActiveRequestWeight float64 `json:"decode_active_request_weight,omitempty"`
+	// Track: the router-side active-sequence switches; they apply to the
+	// load-based picker too.
+	Track Tracking `json:"track,omitzero"`
 }
 
 // DefaultKVOptions are Dynamo's defaults.
@@ -121,10 +127,12 @@ func (k *kvPolicy) predictMode() {
 }
 
 // SetKVOptions replaces the KV settings (a configuration reload); a
-// picker without the KV-aware policy ignores it.
+// picker without the KV-aware policy keeps only their tracking switches
+// and decode_active_request_weight.
 func (s *Scheduler) SetKVOptions(o KVOptions) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.opts = o
 	if k, ok := s.policy.(*kvPolicy); ok {
 		k.opts = o
 		k.predictMode()
@@ -265,6 +273,12 @@ func (k *kvPolicy) countResult(c *candidate) {
 //	decode_cost_blocks   = active_decode_blocks + max(0, ceil(isl / bs) − overlap)
 //	cost                 = prefill_load_scale × adjusted_prefill + decode_cost_blocks
 //
+// With tracking on (Tracking), the core's account of the requests it
+// dispatched replaces the sampled terms: active_prefill_tokens become the
+// rank's tracked prefill tokens, active_decode_blocks its tracked blocks
+// (plus predicted output blocks); the samples still decide which ranks
+// are fresh, quiet or stalled.
+//
 // decodeOnly scores decode workers for conditional disaggregation:
 // max(0, decode_cost_blocks − credit_blocks). phase is the phase whose
 // backlog decides freshness: Prefill for prefill workers, Decode for
@@ -302,6 +316,7 @@ func (k *kvPolicy) chooseKV(s *Scheduler, phase load.Phase, cands []candidate, r
 			}
 			prefillTokens += float64(sc.Tokens)
 		}
+		prefillTokens, decodeBlocks = s.withTracked(c, prefillTokens, decodeBlocks)
 		decodeCost := decodeBlocks + math.Max(0, math.Ceil(isl/bs)-ov)
 		if decodeOnly {
 			c.cost = math.Max(0, decodeCost-credit)
@@ -309,6 +324,14 @@ func (k *kvPolicy) chooseKV(s *Scheduler, phase load.Phase, cands []candidate, r
 			adjusted := math.Max(0, (prefillTokens+isl)/bs-credit)
 			c.cost = o.PrefillLoadScale*adjusted + decodeCost
 		}
+	}
+	if !anyFresh && s.tracksLoad() {
+		// No rank has a fresh backlog for the phase, but the core's own
+		// account gives every rank one: the costs above stand.
+		for i := range cands {
+			cands[i].ok = true
+		}
+		return k.lowest(s, phase, cands, true)
 	}
 	if !anyFresh {
 		// No rank has a fresh backlog for the phase (dynamo.vllm has no

@@ -82,7 +82,7 @@ func TestLeastKVBlocksStalledSitsOutAndAStaleFleetRotates(t *testing.T) {
 }
 
 func TestRegistryBuildsEveryNamedPicker(t *testing.T) {
-	require.Equal(t, []string{NameLoad, NameRoundRobin, NameRandom, NameKV, NameLeastKVBlocks}, Names())
+	require.Equal(t, []string{NameLoad, NameRoundRobin, NameRandom, NameKV, NameLeastKVBlocks, NameLoadTracked, NameKVTracked}, Names())
 	w := worker("ns", 1, discovery.RoleAggregated)
 	for _, name := range Names() {
 		f := newFixture(t, w)
@@ -93,7 +93,7 @@ func TestRegistryBuildsEveryNamedPicker(t *testing.T) {
 		require.Equal(t, uint64(1), sel.Decode.WorkerID, name)
 	}
 	_, err := New("fastest", Deps{})
-	require.ErrorContains(t, err, `unknown picker "fastest" (known: load, round_robin, random, kv, least_kv_blocks)`)
+	require.ErrorContains(t, err, `unknown picker "fastest" (known: load, round_robin, random, kv, least_kv_blocks, load_tracked, kv_tracked)`)
 	_, err = New(NameKV, Deps{})
 	require.ErrorContains(t, err, "needs a KV tracker")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"switchyard/router/active"
 	"switchyard/router/kv"
 	"switchyard/router/load"
 )
@@ -15,6 +16,11 @@ const (
 	NameRandom        = "random"
 	NameKV            = "kv"
 	NameLeastKVBlocks = "least_kv_blocks"
+	// NameLoadTracked and NameKVTracked are load and kv with the core's
+	// account of prefill tokens and active blocks forced on, whatever the
+	// settings say: for comparisons (bench pickers).
+	NameLoadTracked = "load_tracked"
+	NameKVTracked   = "kv_tracked"
 )
 
 // policies is the registry: every picker New builds, by name, in the order
@@ -33,7 +39,21 @@ var policies = []struct {
 		return newKVPolicy(d.Tracker, d.KV, d.Seed, d.KVCount, d.KVUnsupported), nil
 	}},
 	{NameLeastKVBlocks, func(Deps) (policy, error) { return leastKVBlocks{}, nil }},
+	{NameLoadTracked, func(Deps) (policy, error) { return loadPolicy{}, nil }},
+	{NameKVTracked, func(d Deps) (policy, error) {
+		if d.Tracker == nil {
+			return nil, fmt.Errorf("picker %q needs a KV tracker", NameKVTracked)
+		}
+		return newKVPolicy(d.Tracker, d.KV, d.Seed, d.KVCount, d.KVUnsupported), nil
+	}},
 }
+
+// forcesTracking reports the pickers that track whatever the settings say.
+func forcesTracking(name string) bool { return name == NameLoadTracked || name == NameKVTracked }
+
+// IsKV reports whether the named picker scores KV overlap (it needs the
+// KV index and kv-events).
+func IsKV(name string) bool { return name == NameKV || name == NameKVTracked }
 
 // Names lists the pickers New builds.
 func Names() []string {
@@ -59,6 +79,9 @@ type Deps struct {
 	// KVUnsupported hears of every block size a request's prompt could
 	// not be hashed for (the host logs each once); it may be nil.
 	KVUnsupported func(model string, blockSize int)
+	// Active is the core's account of the requests it dispatched, which
+	// the pickers read when KV.Track says so; nil reads nothing.
+	Active *active.Set
 }
 
 // New builds the named picker.
@@ -71,7 +94,9 @@ func New(name string, d Deps) (Picker, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newScheduler(d.Store, d.Count, pol), nil
+		s := newScheduler(d.Store, d.Count, pol)
+		s.active, s.opts, s.forceTrack = d.Active, d.KV, forcesTracking(name)
+		return s, nil
 	}
 	return nil, fmt.Errorf("unknown picker %q (known: %s)", name, strings.Join(Names(), ", "))
 }

@@ -72,6 +72,13 @@ type Selection struct {
 	// PromptBlocks is the prompt's size in the decode worker's KV blocks,
 	// what the pinned ranks are charged with until they answer (Dispatch).
 	PromptBlocks uint64
+	// CachedTokens is the prompt prefix the rank that prefills the request
+	// (the prefill pin, else the decode pin) holds in its cache, by the KV
+	// index; 0 for pickers without one. The core's account of active
+	// requests charges that rank the rest of the prompt (Holds).
+	CachedTokens uint64
+	// BlockSize is the decode worker's KV block size.
+	BlockSize uint64
 }
 
 // Selection reasons (the closed reason label set).

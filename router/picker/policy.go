@@ -66,20 +66,21 @@ func (loadPolicy) choose(s *Scheduler, phase load.Phase, cands []candidate, req 
 		if !c.ok {
 			continue // silent under load, or no such field: no defined cost
 		}
-		var backlog uint64
-		if c.fresh {
-			backlog = sc.Backlog
-		}
-		if phase == load.Prefill {
-			backlog += sc.Tokens
-		} else {
-			backlog += sc.Blocks + ceilDiv(req.PromptTokens, perBlock)
-		}
-		c.cost = float64(backlog) / float64(capacity)
+		c.cost = s.loadCost(c, phase, sc, req, capacity, perBlock)
 	}
 	switch {
 	case !anyCapacity:
 		return s.rotateAll(phase, len(cands)), ReasonRoundRobin
+	case !anyFresh && s.tracksLoad():
+		// No sample is fresh, but the core's account costs every rank.
+		for i := range cands {
+			c := &cands[i]
+			if capacity, perBlock := capacityOf(c.w, phase); capacity > 0 {
+				c.cost, c.ok = s.loadCost(c, phase, load.Score{}, req, capacity, perBlock), true
+			}
+		}
+		i, _, _ := s.lowestCost(phase, cands)
+		return i, ReasonLoad
 	case !anyFresh:
 		return s.rotateAll(phase, len(cands)), ReasonRoundRobinStale
 	}
@@ -91,6 +92,41 @@ func (loadPolicy) choose(s *Scheduler, phase load.Phase, cands []candidate, req 
 	}
 	i, _, _ := s.lowestCost(phase, cands)
 	return i, ReasonLoad
+}
+
+// loadCost is c's load-only cost for the phase. With tracking on, the
+// core's account replaces the sampled backlog and the dispatches since
+// (Tracking), and a rank that prefills its own requests (aggregated, or
+// decode without a prefill pool) adds its prefill backlog to its decode
+// cost in blocks, (tracked prefill tokens + prompt tokens) / block_size,
+// as Dynamo's worker_logit does with no overlap credit: memory alone does
+// not show the prompts queued ahead.
+func (s *Scheduler) loadCost(c *candidate, phase load.Phase, sc load.Score, req Request, capacity, perBlock uint64) float64 {
+	var backlog uint64
+	if c.fresh {
+		backlog = sc.Backlog
+	}
+	if phase == load.Prefill {
+		backlog += sc.Tokens
+	} else {
+		backlog += sc.Blocks
+	}
+	if s.active == nil || !s.trackingLocked().Any() && s.opts.DecodeActiveRequestWeight == 0 {
+		if phase == load.Decode {
+			backlog += ceilDiv(req.PromptTokens, perBlock)
+		}
+		return float64(backlog) / float64(capacity)
+	}
+	if phase == load.Prefill {
+		tokens, _ := s.withTracked(c, float64(backlog), 0)
+		return tokens / float64(capacity)
+	}
+	tokens, blocks := s.withTracked(c, 0, float64(backlog))
+	blocks += float64(ceilDiv(req.PromptTokens, perBlock))
+	if s.trackingLocked().PrefillTokens && s.prefillsItself(c) {
+		blocks += (tokens + float64(req.PromptTokens)) / float64(perBlock)
+	}
+	return blocks / float64(capacity)
 }
 
 // roundRobinPolicy ignores load: each phase rotates its cursor over its

@@ -3,6 +3,7 @@ package picker
 import (
 	"sync"
 
+	"switchyard/router/active"
 	"switchyard/router/discovery"
 	"switchyard/router/load"
 )
@@ -21,6 +22,11 @@ type Scheduler struct {
 	preparer preparer
 	bypasser bypasser
 	reporter reporter
+	// active is the core's account of the requests it dispatched, read
+	// when opts.Track (or forceTrack) says so; nil reads nothing.
+	active     *active.Set
+	opts       KVOptions
+	forceTrack bool
 
 	mu      sync.Mutex
 	cursors [2]uint64 // per phase
@@ -120,25 +126,39 @@ func (s *Scheduler) selectLocked(req Request) (sel Selection) {
 	winner := &cands[di]
 	s.lastNS, s.lastPrefill = winner.w.Namespace, false
 	sel = Selection{Namespace: winner.w.Namespace, Decode: winner.pin(), DecodeReason: reason, PrefillReason: ReasonNoPrefillPool,
-		PromptBlocks: ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1)))}
+		PromptBlocks: ceilDiv(req.PromptTokens, uint64(max(winner.w.BlockSize, 1))), BlockSize: uint64(winner.w.BlockSize)}
 	if winner.w.Role != discovery.RoleDecode {
 		s.report(winner)
+		sel.CachedTokens = s.cachedTokens(winner, req)
 		return sel
 	}
 	pcands := s.pools.prefill[sel.Namespace]
 	if len(pcands) == 0 {
 		s.report(winner)
+		sel.CachedTokens = s.cachedTokens(winner, req)
 		return sel
 	}
 	if s.bypasser != nil && s.bypasser.bypass(s, winner, req) {
 		sel.DecodeReason, sel.PrefillReason, sel.Bypass = ReasonConditionalBypass, ReasonConditionalBypass, true
+		sel.CachedTokens = s.cachedTokens(winner, req)
 		return sel
 	}
 	pi, reason := s.policy.choose(s, load.Prefill, pcands, req)
 	sel.Prefill, sel.HasPrefill, sel.PrefillReason = pcands[pi].pin(), true, reason
 	s.lastPrefill = true
 	s.report(&pcands[pi])
+	sel.CachedTokens = s.cachedTokens(&pcands[pi], req)
 	return sel
+}
+
+// cachedTokens is the prompt prefix the rank that prefills the request
+// holds in its cache, by the KV index; 0 for a policy without one.
+func (s *Scheduler) cachedTokens(c *candidate, req Request) uint64 {
+	k, ok := s.policy.(*kvPolicy)
+	if !ok {
+		return 0
+	}
+	return min(uint64(k.overlapOf(c))*uint64(max(c.w.BlockSize, 1)), req.PromptTokens)
 }
 
 // report tells a reporting policy which rank answered for the request.

@@ -10,7 +10,9 @@ import (
 
 	"switchyard/router/clock"
 	"switchyard/router/config"
+	"switchyard/router/core"
 	"switchyard/router/epp"
+	"switchyard/router/gateway"
 )
 
 // eppHost is the endpoint picker running beside the gateway: the ext_proc
@@ -112,3 +114,10 @@ func (h *eppHost) close() {
 	}
 	h.stop()
 }
+
+// Both hosts report first tokens to the core: a core that stopped
+// hearing them would hold every tracked prompt until its request ended.
+var (
+	_ epp.FirstTokener     = (*core.Shared)(nil)
+	_ gateway.FirstTokener = (*core.Shared)(nil)
+)

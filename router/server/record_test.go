@@ -327,7 +327,8 @@ func feedLivePath(t *testing.T, rd *recorder.Reader, runID int64, shared *core.S
 				MaxTokens: v.MaxTokens, Route: v.Route, Now: v.At}
 			sel, _ := shared.Pick(req)
 			reqs[v.RequestID], sels[v.RequestID] = req, sel
-			sel.PromptBlocks = 0 // a dispatch detail recordings do not keep
+			// Dispatch details recordings do not keep.
+			sel.PromptBlocks, sel.CachedTokens, sel.BlockSize = 0, 0, 0
 			out = append(out, sel)
 		case recorder.Ended:
 			shared.Ended(reqs[v.RequestID], sels[v.RequestID])

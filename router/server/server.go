@@ -146,7 +146,8 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	c, err := core.New(core.Options{Picker: start.Picker, Seed: seed, MaxStaleness: start.MaxStaleness,
 		KV: start.KV, Port: port, Log: log.With("component", "core"), KVStaleAfter: start.KVStaleAfter,
 		Hooks: core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
-			KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery}})
+			KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery,
+			ActiveRefused: s.metrics.Selection.ActiveRefused.Inc}})
 	if err != nil {
 		s.Close()
 		return nil, err

@@ -239,6 +239,12 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 			if p, ok := pending[v.RequestID]; ok && p.ok {
 				rc.Ended(p.req, p.sel, v.At, v.Reason)
 			}
+		case recorder.FirstToken:
+			rep.Inputs++
+			rc.FirstToken(v)
+		case recorder.Progress:
+			rep.Inputs++
+			rc.Progress(v)
 		case recorder.Outcome:
 			delete(pending, v.RequestID)
 		}
