@@ -49,7 +49,7 @@ func TestEPPVariablesOverlayTheFile(t *testing.T) {
 	env := map[string]string{
 		"DYN_MODEL_NAME": "Qwen/Qwen3-32B", "DYN_KV_CACHE_BLOCK_SIZE": "64", "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT": "0.5",
 		"DYN_ROUTER_PREFILL_LOAD_SCALE": "8", "DYN_ROUTER_TEMPERATURE": "0.2", "DYN_USE_KV_EVENTS": "0",
-		"DYN_ROUTER_TRACK_ACTIVE_BLOCKS": "true", "DYN_EPP_MODE": "dynamo",
+		"DYN_ROUTER_TRACK_ACTIVE_BLOCKS": "true", "DYN_ROUTER_TRACK_PREFILL_TOKENS": "false", "DYN_EPP_MODE": "dynamo",
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	c := config.Default()
