@@ -48,13 +48,13 @@ type Core struct {
 	holds    []active.Hold
 	// peersAcct is the peer replicas' requests in the active account.
 	peersAcct peerAccount
-	picker   picker.Picker
-	explain  picker.Explainer
-	settings Settings
-	seed     uint64
-	hooks    Hooks
-	port     Port
-	log      *slog.Logger
+	picker    picker.Picker
+	explain   picker.Explainer
+	settings  Settings
+	seed      uint64
+	hooks     Hooks
+	port      Port
+	log       *slog.Logger
 
 	staleAfter time.Duration
 	sessions   map[publisherKey]*kvSession
