@@ -46,15 +46,13 @@ type Core struct {
 	tracking picker.Tracking
 	tracked  bool
 	holds    []active.Hold
-	// peersAcct is the peer replicas' requests in the active account.
-	peersAcct peerAccount
-	picker    picker.Picker
-	explain   picker.Explainer
-	settings  Settings
-	seed      uint64
-	hooks     Hooks
-	port      Port
-	log       *slog.Logger
+	picker   picker.Picker
+	explain  picker.Explainer
+	settings Settings
+	seed     uint64
+	hooks    Hooks
+	port     Port
+	log      *slog.Logger
 
 	staleAfter time.Duration
 	sessions   map[publisherKey]*kvSession
@@ -64,6 +62,9 @@ type Core struct {
 	kvSelection map[string]uint64
 	reasons     map[string]uint64
 	cands       []picker.Candidate
+
+	// peersAcct is the peer replicas' requests in the active account.
+	peersAcct peerAccount
 }
 
 // Settings are the parts of the router's configuration the core applies:
