@@ -67,9 +67,20 @@ type EPP struct {
 	// (DYN_EPP_PEER_SERVICE).
 	ReplicaSync bool   `yaml:"replica_sync"`
 	PeerService string `yaml:"peer_service"`
+	// ReplicaSyncListen is the address of this replica's replica-sync PUB
+	// socket (ZMQ), host:port.
+	ReplicaSyncListen string `yaml:"replica_sync_listen"`
+	// ReplicaPeers are the peers' replica-sync PUB addresses, host:port;
+	// this replica's own address may be listed (the same list for every
+	// replica).
+	ReplicaPeers []string `yaml:"replica_peers"`
 }
+
+// DefaultReplicaSyncListen is where a replica publishes its replica-sync
+// batches.
+const DefaultReplicaSyncListen = ":9010"
 
 func defaultEPP() EPP {
 	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
-		UseKVEvents: true}
+		UseKVEvents: true, ReplicaSyncListen: DefaultReplicaSyncListen}
 }
