@@ -107,6 +107,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesToChat -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesBody -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/frontend/
+	$(GO) test -run '^$$' -fuzz FuzzBatchDecode -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/replica/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/engine/perf/
 	$(GO) test -run '^$$' -fuzz FuzzFromExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/engine/perf/
 	$(GO) test -run '^$$' -fuzz FuzzParseInbound -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/

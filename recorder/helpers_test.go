@@ -11,11 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"switchyard/fakefleet/wire"
+	"switchyard/router/active"
 	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/picker"
+	"switchyard/router/replica"
 )
 
 var base = time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
@@ -70,7 +72,7 @@ func feed(w *Writer, v any) {
 		w.Ended(v)
 	case Outcome:
 		w.Outcome(v)
-	case FirstToken, Progress:
+	case FirstToken, Progress, PeerBatch:
 		w.Record(v.(events.Event))
 	default:
 		panic(fmt.Sprintf("feed: %T", v))
@@ -129,7 +131,7 @@ func sample() []any {
 		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "kv", MaxStaleness: 5 * time.Second, KVStaleAfter: time.Minute,
 			KV: picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 8, Temperature: 0.25, ConditionalDisagg: true, DecodeBusyThreshold: &busy,
 				DecodeActiveRequestWeight: 2, Track: picker.Tracking{PrefillTokens: true, OutputBlocks: true, ExpectedOutputTokens: 64}}}},
-		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "load"}},
+		ConfigChanged{At: at(11), Settings: core.Settings{Picker: "load", PeerSilentAfter: 3 * time.Second, PeerRequestTTL: time.Hour}},
 		Request{At: at(12), RequestID: 1<<63 + 100, Model: "m", Namespaces: []string{"dynamo", "other"}, PromptTokens: 4000,
 			MaxTokens: 256, Generation: 1<<63 + 1, Tokens: []uint32{0, 1, 1<<32 - 1, 42}, Session: 1<<64 - 1, Route: "sim"},
 		Request{At: at(13), RequestID: 2, Model: "m", Namespaces: []string{}, Tokens: []uint32{}, Route: "/v1/chat/completions"},
@@ -144,6 +146,14 @@ func sample() []any {
 		FirstToken{At: at(17), RequestID: 1<<63 + 100},
 		Progress{At: at(17), RequestID: 1<<63 + 100, OutputTokens: 1<<63 + 16},
 		Progress{At: time.Time{}, RequestID: 2},
+		PeerBatch{At: at(17), Batch: replica.Batch{Replica: 1<<64 - 1, Seq: 1<<63 + 9, Events: []replica.Event{
+			{Kind: replica.Added, RequestID: 1<<62 + 1, Holds: []active.Hold{
+				{Rank: active.Rank{Namespace: "dynamo", WorkerID: 1<<63 + 5, DPRank: 2}, PrefillTokens: 4000, Blocks: 250, OutputTokens: 256, BlockSize: 16},
+				{Rank: active.Rank{Namespace: "dynamo", WorkerID: 1<<64 - 1}, PrefillTokens: 4000, Blocks: 250, UntilFirstToken: true}}},
+			{Kind: replica.FirstToken, RequestID: 1<<62 + 1},
+			{Kind: replica.Progress, RequestID: 1<<62 + 1, OutputTokens: 32},
+			{Kind: replica.Ended, RequestID: 1<<62 + 1}}}},
+		PeerBatch{At: at(17), Batch: replica.Batch{Replica: 2, Seq: 1}}, // a heartbeat
 		Ended{At: at(18), RequestID: 2, Reason: "refused"},
 		Outcome{At: at(19), RequestID: 1<<63 + 100, Status: StatusOK, PromptTokens: 4000, CachedTokens: 512, OutputTokens: 256,
 			TTFT: 120 * time.Millisecond, E2E: 3 * time.Second, ITL: 11 * time.Millisecond},

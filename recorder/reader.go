@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"switchyard/router/events"
+	"switchyard/router/replica"
 )
 
 // Reader reads a recording. It opens the file read-only and may follow a
@@ -175,13 +176,17 @@ func (r *Reader) Entries(runID int64, fn func(Entry) error) error {
 		{"ended", `SELECT seq, at_ns, request_id, reason FROM ended WHERE run_id = ? ORDER BY seq`, scanEnded},
 		{"outcomes", outcomesQuery, scanOutcome},
 	}
+	peerCols := "0, 0"
+	if r.version >= 5 {
+		peerCols = "peer_silent_after_ns, peer_request_ttl_ns"
+	}
 	if r.version >= 3 {
 		specs = append(specs, []struct {
 			name, query string
 			scan        func(*sql.Rows) (Entry, error)
 		}{
 			{"ticks", `SELECT seq, at_ns FROM ticks WHERE run_id = ? ORDER BY seq`, scanTick},
-			{"config_changes", `SELECT seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv FROM config_changes WHERE run_id = ? ORDER BY seq`, scanConfigChange},
+			{"config_changes", `SELECT seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv, ` + peerCols + ` FROM config_changes WHERE run_id = ? ORDER BY seq`, scanConfigChange},
 		}...)
 	}
 	if r.version >= 4 {
@@ -189,6 +194,12 @@ func (r *Reader) Entries(runID int64, fn func(Entry) error) error {
 			name, query string
 			scan        func(*sql.Rows) (Entry, error)
 		}{"request_progress", `SELECT seq, at_ns, request_id, kind, output_tokens FROM request_progress WHERE run_id = ? ORDER BY seq`, scanProgress})
+	}
+	if r.version >= 5 {
+		specs = append(specs, struct {
+			name, query string
+			scan        func(*sql.Rows) (Entry, error)
+		}{"peer_batches", `SELECT seq, at_ns, batch FROM peer_batches WHERE run_id = ? ORDER BY seq`, scanPeerBatch})
 	}
 	cursors := make([]*cursor, 0, len(specs))
 	defer func() {
@@ -528,17 +539,39 @@ func scanProgress(rows *sql.Rows) (Entry, error) {
 	return e, nil
 }
 
+// scanPeerBatch decodes a recorded peer batch through the same decoder
+// the live host used.
+func scanPeerBatch(rows *sql.Rows) (Entry, error) {
+	var (
+		seq   int64
+		at    sql.NullInt64
+		batch []byte
+	)
+	if err := rows.Scan(&seq, &at, &batch); err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Seq: i2u(seq), At: fromNS(at)}
+	v := PeerBatch{At: e.At}
+	if err := replica.Decode(batch, &v.Batch); err != nil {
+		return Entry{}, seqErr(seq, fmt.Errorf("peer_batches.batch: %w", err))
+	}
+	e.Value = v
+	return e, nil
+}
+
 func scanConfigChange(rows *sql.Rows) (Entry, error) {
 	var (
 		seq, staleness, staleAfter int64
+		peerSilent, peerTTL        int64
 		at                         sql.NullInt64
 		name, kvJSON               string
 	)
-	if err := rows.Scan(&seq, &at, &name, &staleness, &staleAfter, &kvJSON); err != nil {
+	if err := rows.Scan(&seq, &at, &name, &staleness, &staleAfter, &kvJSON, &peerSilent, &peerTTL); err != nil {
 		return Entry{}, err
 	}
 	c := ConfigChanged{At: fromNS(at)}
 	c.Picker, c.MaxStaleness, c.KVStaleAfter = name, time.Duration(staleness), time.Duration(staleAfter)
+	c.PeerSilentAfter, c.PeerRequestTTL = time.Duration(peerSilent), time.Duration(peerTTL)
 	if err := json.Unmarshal([]byte(kvJSON), &c.KV); err != nil {
 		return Entry{}, seqErr(seq, fmt.Errorf("config_changes.kv: %w", err))
 	}

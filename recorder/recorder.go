@@ -51,6 +51,8 @@ type (
 	// active-sequence account.
 	FirstToken = core.FirstToken
 	Progress   = core.Progress
+	// PeerBatch is a batch of a peer replica's events (replica sync).
+	PeerBatch = core.PeerBatch
 	// ConfigChanged is a configuration change the core applied.
 	ConfigChanged = core.ConfigChanged
 )
@@ -112,7 +114,7 @@ type RunInfo struct {
 // events.LoadConnected, LoadMessage, events.KVSubscribed,
 // events.KVConnected, events.KVDisconnected, events.KVUnsubscribed,
 // KVMessage, events.Tick, ConfigChanged, Request, Selection, Ended,
-// Outcome, FirstToken, Progress.
+// Outcome, FirstToken, Progress, PeerBatch.
 type Entry struct {
 	Seq   uint64
 	At    time.Time

@@ -109,7 +109,7 @@ func TestSeqOrderAcrossTables(t *testing.T) {
 		"load.connected", "load.message", "load.message", "load.message", "load.message",
 		"kv.connected", "kv.message", "kv.subscribed", "kv.disconnected", "tick", "kv.message", "kv.unsubscribed",
 		"config_changed", "config_changed", "request", "request", "request",
-		"selection", "selection", "selection", "progress.first_token", "progress.output", "progress.output", "ended", "outcome", "outcome", "outcome"}
+		"selection", "selection", "selection", "progress.first_token", "progress.output", "progress.output", "peer_batch", "peer_batch", "ended", "outcome", "outcome", "outcome"}
 	require.Equal(t, want, kinds)
 
 	var n int
@@ -304,13 +304,13 @@ func TestSchemaVersionRefused(t *testing.T) {
 	w := mustCreate(t, path, simRun(base), Options{})
 	_, err := w.Close()
 	require.NoError(t, err)
-	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '5' WHERE key = 'schema_version'`)
+	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '6' WHERE key = 'schema_version'`)
 	require.NoError(t, err)
 
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "5"`)
+	require.ErrorContains(t, err, `schema version "6"`)
 	_, err = Open(path)
-	require.ErrorContains(t, err, `schema version "5"; this build reads versions 1 to 4`)
+	require.ErrorContains(t, err, `schema version "6"; this build reads versions 1 to 5`)
 }
 
 // A version 3 recording has no request_progress table: it is read (its
@@ -327,7 +327,36 @@ func TestSchemaVersion3IsReadNotAppended(t *testing.T) {
 	require.True(t, integrityOf(t, path, w.RunID()).Complete())
 	require.Len(t, readEntries(t, path, w.RunID()), 20)
 	_, err := Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "3"; this build writes version 4 only`)
+	require.ErrorContains(t, err, `schema version "3"; this build writes version 5 only`)
+}
+
+// A version 4 recording has no peer batches nor the replica-sync
+// settings: it is read (its configuration changes with the defaults), and
+// this build does not append to it.
+func TestSchemaVersion4IsReadNotAppended(t *testing.T) {
+	var cfgLoad ConfigChanged
+	cfgLoad.Picker = "load"
+	path := tempPath(t)
+	w := mustCreate(t, path, simRun(base), Options{Block: true})
+	cfg := cfgLoad
+	cfg.At = at(1)
+	w.Record(cfg)
+	w.Ended(Ended{At: at(2), RequestID: 1, Reason: "x"})
+	_, err := w.Close()
+	require.NoError(t, err)
+	db := rawDB(t, path)
+	for _, q := range []string{`DROP VIEW timeline`, `DROP TABLE peer_batches`,
+		`ALTER TABLE config_changes DROP COLUMN peer_silent_after_ns`, `ALTER TABLE config_changes DROP COLUMN peer_request_ttl_ns`,
+		`CREATE VIEW timeline AS SELECT run_id, seq, at_ns, 'ended' AS kind, request_id FROM ended`,
+		`UPDATE meta SET value = '4' WHERE key = 'schema_version'`} {
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+	got := readEntries(t, path, w.RunID())
+	require.Len(t, got, 2)
+	require.Equal(t, cfg, got[0].Value)
+	_, err = Create(path, simRun(base), Options{})
+	require.ErrorContains(t, err, `schema version "4"; this build writes version 5 only`)
 }
 
 func TestOtherFilesRefused(t *testing.T) {

@@ -27,7 +27,12 @@ import (
 // (request_progress: each request's first token, and its output at block
 // boundaries while output blocks are tracked). Older recordings have
 // none; their runs tracked nothing, and replay feeds nothing.
-const SchemaVersion = 4
+//
+// Version 5 added replica sync: the batches of peer replicas' events the
+// core applied (peer_batches, each the batch's own encoding), and the
+// replica-sync time rules' settings in config_changes. Older recordings
+// have no peers.
+const SchemaVersion = 5
 
 // oldestReadable is the oldest schema version Open reads.
 const oldestReadable = 1
@@ -47,12 +52,14 @@ const (
 	tTicks
 	tConfigChanges
 	tProgress
+	tPeerBatches
 	numTables
 )
 
 var tableNames = [numTables]string{
 	"discovery", "published", "load_messages", "kv_messages",
 	"requests", "selections", "ended", "outcomes", "ticks", "config_changes", "request_progress",
+	"peer_batches",
 }
 
 // Tables lists the record tables, the keys of Stats and RunInfo.Dropped.
@@ -218,6 +225,18 @@ var schema = []string{
 	max_staleness_ns INTEGER NOT NULL,
 	kv_stale_after_ns INTEGER NOT NULL,
 	kv               TEXT NOT NULL,
+	peer_silent_after_ns INTEGER NOT NULL DEFAULT 0,
+	peer_request_ttl_ns  INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (run_id, seq)
+)`,
+	`CREATE TABLE peer_batches (
+	run_id     INTEGER NOT NULL,
+	seq        INTEGER NOT NULL,
+	at_ns      INTEGER,
+	replica_id INTEGER NOT NULL,
+	batch_seq  INTEGER NOT NULL,
+	events     INTEGER NOT NULL,
+	batch      BLOB NOT NULL,
 	PRIMARY KEY (run_id, seq)
 )`,
 	`CREATE TABLE request_progress (
@@ -240,7 +259,8 @@ var schema = []string{
 	UNION ALL SELECT run_id, seq, at_ns, 'outcome', request_id FROM outcomes
 	UNION ALL SELECT run_id, seq, at_ns, 'tick', NULL FROM ticks
 	UNION ALL SELECT run_id, seq, at_ns, 'config_changed', NULL FROM config_changes
-	UNION ALL SELECT run_id, seq, at_ns, 'progress.' || kind, request_id FROM request_progress`,
+	UNION ALL SELECT run_id, seq, at_ns, 'progress.' || kind, request_id FROM request_progress
+	UNION ALL SELECT run_id, seq, at_ns, 'peer_batch', NULL FROM peer_batches`,
 }
 
 // errNotRecording: the file is a SQLite database, but not a recording.

@@ -20,6 +20,7 @@ import (
 	"switchyard/router/envelope"
 	"switchyard/router/events"
 	"switchyard/router/load"
+	"switchyard/router/replica"
 )
 
 // Defaults of Options.
@@ -113,6 +114,7 @@ const (
 	sTick
 	sConfigChange
 	sProgress
+	sPeerBatch
 	numStmts
 )
 
@@ -133,9 +135,11 @@ var inserts = [numStmts]string{
 	sEnded: `INSERT INTO ended (run_id, seq, at_ns, request_id, reason) VALUES (?, ?, ?, ?, ?)`,
 	sOutcome: `INSERT INTO outcomes (run_id, seq, at_ns, request_id, status, error, prompt_tokens, cached_tokens,
 		output_tokens, ttft_ns, e2e_ns, itl_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	sTick:         `INSERT INTO ticks (run_id, seq, at_ns) VALUES (?, ?, ?)`,
-	sConfigChange: `INSERT INTO config_changes (run_id, seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-	sProgress:     `INSERT INTO request_progress (run_id, seq, at_ns, request_id, kind, output_tokens) VALUES (?, ?, ?, ?, ?, ?)`,
+	sTick: `INSERT INTO ticks (run_id, seq, at_ns) VALUES (?, ?, ?)`,
+	sConfigChange: `INSERT INTO config_changes (run_id, seq, at_ns, picker, max_staleness_ns, kv_stale_after_ns, kv,
+		peer_silent_after_ns, peer_request_ttl_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	sProgress:  `INSERT INTO request_progress (run_id, seq, at_ns, request_id, kind, output_tokens) VALUES (?, ?, ?, ?, ?, ?)`,
+	sPeerBatch: `INSERT INTO peer_batches (run_id, seq, at_ns, replica_id, batch_seq, events, batch) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 }
 
 // Create opens path for recording, creating the file and its schema if
@@ -414,9 +418,26 @@ func (w *Writer) Record(out core.Output) {
 		w.enqueue(tProgress, o)
 	case core.Progress:
 		w.enqueue(tProgress, o)
+	case core.PeerBatch:
+		// Encoded now: the batch's slices are the core's only during the
+		// call. The core applied it, so it encodes.
+		p, err := replica.Append(nil, &o.Batch)
+		if err != nil {
+			w.dropped[tPeerBatches].Add(1)
+			return
+		}
+		w.enqueue(tPeerBatches, peerBatchRow{at: o.At, replica: o.Batch.Replica, seq: o.Batch.Seq, events: len(o.Batch.Events), batch: p})
 	default:
 		w.Discovery(out)
 	}
+}
+
+// peerBatchRow is a peer batch as it is written: encoded.
+type peerBatchRow struct {
+	at           time.Time
+	replica, seq uint64
+	events       int
+	batch        []byte
 }
 
 // A Writer is the routing core's output port.
@@ -647,7 +668,10 @@ func (w *Writer) insert(ctx context.Context, stmt func(int) *sql.Stmt, r record)
 		if jerr != nil {
 			return jerr
 		}
-		_, err = stmt(sConfigChange).ExecContext(ctx, run, seq, atNS(v.At), v.Picker, int64(v.MaxStaleness), int64(v.KVStaleAfter), string(kvJSON))
+		_, err = stmt(sConfigChange).ExecContext(ctx, run, seq, atNS(v.At), v.Picker, int64(v.MaxStaleness), int64(v.KVStaleAfter), string(kvJSON),
+			int64(v.PeerSilentAfter), int64(v.PeerRequestTTL))
+	case peerBatchRow:
+		_, err = stmt(sPeerBatch).ExecContext(ctx, run, seq, atNS(v.at), u2i(v.replica), u2i(v.seq), v.events, v.batch)
 	case FirstToken:
 		_, err = stmt(sProgress).ExecContext(ctx, run, seq, atNS(v.At), u2i(v.RequestID), "first_token", nil)
 	case Progress:

@@ -30,7 +30,7 @@ func TestEPPRefusesBadVariables(t *testing.T) {
 		{"DYN_USE_KV_EVENTS", "maybe"}:                    `DYN_USE_KV_EVENTS="maybe": must be true or false`,
 		{"DYN_KV_CACHE_BLOCK_SIZE", "sixteen"}:            `DYN_KV_CACHE_BLOCK_SIZE="sixteen": must be an integer`,
 		{"DYN_EPP_MODE", "sidecar"}:                       `DYN_EPP_MODE (epp.mode): must be dynamo or standalone, got "sidecar"`,
-		{"DYN_ROUTER_REPLICA_SYNC", "true"}:               "DYN_ROUTER_REPLICA_SYNC (epp.replica_sync): sharing active-sequence state between replicas is not in this build yet",
+		{"DYN_ROUTER_REPLICA_SYNC", "often"}:              `DYN_ROUTER_REPLICA_SYNC="often": must be true or false`,
 		{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "-1"}: "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT (dynamo.kv.decode_active_request_weight): must be a number >= 0",
 		{"DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "true"}:        "DYN_ROUTER_TRACK_OUTPUT_BLOCKS (dynamo.kv.track_output_blocks): predicting output blocks is not in the live router yet",
 	} {

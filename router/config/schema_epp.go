@@ -70,11 +70,23 @@ type EPP struct {
 	// first does not answer (standalone mode only: in dynamo mode every
 	// endpoint would receive the first pick's worker pins).
 	FallbackEndpoints int `yaml:"fallback_endpoints"`
+	// ReplicaSyncListen is the address of this replica's replica-sync PUB
+	// socket (ZMQ), host:port.
+	ReplicaSyncListen string `yaml:"replica_sync_listen"`
+	// ReplicaPeers are the peers' replica-sync PUB addresses, host:port;
+	// this replica's own address may be listed (the same list for every
+	// replica).
+	ReplicaPeers []string `yaml:"replica_peers"`
 }
 
 // MaxFallbackEndpoints caps epp.fallback_endpoints.
 const MaxFallbackEndpoints = 8
 
+// DefaultReplicaSyncListen is where a replica publishes its replica-sync
+// batches.
+const DefaultReplicaSyncListen = ":9010"
+
 func defaultEPP() EPP {
-	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed}
+	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
+		ReplicaSyncListen: DefaultReplicaSyncListen}
 }

@@ -1,8 +1,14 @@
 package config
 
+import "fmt"
+
 // maxKVCacheBlockSize bounds epp.kv_cache_block_size; engines use a few
 // dozen tokens per block, never this many.
 const maxKVCacheBlockSize = 1 << 16
+
+// maxReplicaPeers bounds epp.replica_peers (the core follows at most 64
+// peers).
+const maxReplicaPeers = 64
 
 func (k *checker) epp(c *Config) {
 	e := c.EPP
@@ -62,7 +68,24 @@ func (k *checker) epp(c *Config) {
 		notYet("overlap_score_credit_decay", "overlap credit decay")
 	}
 	if e.ReplicaSync {
-		notYet("replica_sync", "sharing active-sequence state between replicas")
+		k.errIf(p+".replica_sync_listen", checkHostPort(e.ReplicaSyncListen, true))
+		for _, l := range []struct{ name, addr string }{{"epp.listen", e.Listen}, {"server.bind_address", c.Server.BindAddress}} {
+			if sameListener(e.ReplicaSyncListen, l.addr) {
+				k.err(p+".replica_sync_listen", "collides with %s (%s)", l.name, l.addr)
+			}
+		}
+		if len(e.ReplicaPeers) > maxReplicaPeers {
+			k.err(p+".replica_peers", "at most %d peers, got %d", maxReplicaPeers, len(e.ReplicaPeers))
+		}
+		for i, a := range e.ReplicaPeers {
+			k.errIf(fmt.Sprintf("%s.replica_peers[%d]", p, i), checkHostPort(a, false))
+		}
+		if e.PeerService != "" {
+			notYet("peer_service", "finding replica-sync peers through a Kubernetes Service")
+		}
+		if len(e.ReplicaPeers) == 0 && e.PeerService == "" {
+			k.warn(p+".replica_peers", "replica_sync is on but no peers are listed: this replica publishes and follows nobody")
+		}
 	}
 	if e.OverlapScoreCreditDecay < 0 {
 		k.err(p+".overlap_score_credit_decay", "must be >= 0")

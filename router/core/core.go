@@ -26,6 +26,7 @@ import (
 	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/picker"
+	"switchyard/router/replica"
 )
 
 // KVStaleAfter is how long a kv-events subscription may stay without a
@@ -61,6 +62,9 @@ type Core struct {
 	kvSelection map[string]uint64
 	reasons     map[string]uint64
 	cands       []picker.Candidate
+
+	// peersAcct is the peer replicas' requests in the active account.
+	peersAcct peerAccount
 }
 
 // Settings are the parts of the router's configuration the core applies:
@@ -72,6 +76,10 @@ type Settings struct {
 	// KVStaleAfter replaces KVStaleAfter when set; operators cannot set
 	// it, tests shorten it.
 	KVStaleAfter time.Duration
+	// PeerSilentAfter and PeerRequestTTL replace the replica-sync time
+	// rules' defaults when set.
+	PeerSilentAfter time.Duration
+	PeerRequestTTL  time.Duration
 }
 
 // Hooks let a host observe what the core counts (the live server's
@@ -87,6 +95,15 @@ type Hooks struct {
 	// ActiveRefused hears of each request the active-sequence account
 	// could not take (its bounds).
 	ActiveRefused func()
+	// Sync hears of every change to the replica's own requests in the
+	// active account (added with its holds, first token, progress,
+	// ended): what replica sync publishes to the peers. The event's
+	// slices are valid only during the call.
+	Sync func(replica.Event)
+	// PeerGap hears of batches a peer sent that never arrived;
+	// PeerRefused of peer events not applied, by reason (PeerStats).
+	PeerGap     func(missing uint64)
+	PeerRefused func(reason string, n uint64)
 }
 
 // Options configure a core.
@@ -101,6 +118,10 @@ type Options struct {
 	Hooks Hooks
 	// KVStaleAfter replaces KVStaleAfter when set (tests).
 	KVStaleAfter time.Duration
+	// PeerSilentAfter and PeerRequestTTL replace the replica-sync time
+	// rules' defaults when set.
+	PeerSilentAfter time.Duration
+	PeerRequestTTL  time.Duration
 }
 
 // New assembles a core.
@@ -117,7 +138,8 @@ func New(o Options) (*Core, error) {
 	c.store = load.NewStore(c.countLoad)
 	c.kv = kv.NewTracker(c.countKV)
 	c.active = active.New()
-	s := Settings{Picker: o.Picker, KV: o.KV, MaxStaleness: o.MaxStaleness, KVStaleAfter: o.KVStaleAfter}
+	s := Settings{Picker: o.Picker, KV: o.KV, MaxStaleness: o.MaxStaleness, KVStaleAfter: o.KVStaleAfter,
+		PeerSilentAfter: o.PeerSilentAfter, PeerRequestTTL: o.PeerRequestTTL}
 	p, err := c.newPicker(s)
 	if err != nil {
 		return nil, err
@@ -143,6 +165,7 @@ func (c *Core) apply(s Settings) {
 		// back, since nothing reports these requests' ends to an account
 		// that is not kept.
 		c.active.Clear()
+		c.clearPeerRequests()
 	}
 }
 
@@ -303,7 +326,9 @@ const EndedServed = "served"
 // recorded, so a replay releases exactly what the live core did.
 func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
 	c.record(Ended{At: at, RequestID: req.ID, Reason: reason})
-	c.active.End(req.ID)
+	if c.active.End(req.ID) {
+		c.sync(replica.Event{Kind: replica.Ended, RequestID: req.ID})
+	}
 	if reason == EndedServed {
 		picker.FinishDispatch(c.store, req, sel)
 		return
@@ -318,8 +343,19 @@ func (c *Core) track(req picker.Request, sel picker.Selection) {
 		return
 	}
 	c.holds = picker.Holds(c.holds[:0], req, sel, c.tracking)
-	if !c.active.Add(req.ID, c.holds...) && c.hooks.ActiveRefused != nil {
-		c.hooks.ActiveRefused()
+	if !c.active.Add(req.ID, c.holds...) {
+		if c.hooks.ActiveRefused != nil {
+			c.hooks.ActiveRefused()
+		}
+		return
+	}
+	c.sync(replica.Event{Kind: replica.Added, RequestID: req.ID, Holds: c.holds})
+}
+
+// sync hands a change to the replica's own requests to Hooks.Sync.
+func (c *Core) sync(ev replica.Event) {
+	if c.hooks.Sync != nil {
+		c.hooks.Sync(ev)
 	}
 }
 
@@ -329,14 +365,18 @@ func (c *Core) track(req picker.Request, sel picker.Selection) {
 // recorded whether tracking is on or not, so a replay can turn it on.
 func (c *Core) FirstToken(ev FirstToken) {
 	c.record(ev)
-	c.active.FirstToken(ev.RequestID)
+	if c.active.FirstToken(ev.RequestID) {
+		c.sync(replica.Event{Kind: replica.FirstToken, RequestID: ev.RequestID})
+	}
 }
 
 // Progress reports a request's output so far, at block boundaries and
 // only while TracksOutput: its predicted output blocks decay.
 func (c *Core) Progress(ev Progress) {
 	c.record(ev)
-	c.active.Progress(ev.RequestID, ev.OutputTokens)
+	if c.active.Progress(ev.RequestID, ev.OutputTokens) {
+		c.sync(replica.Event{Kind: replica.Progress, RequestID: ev.RequestID, OutputTokens: ev.OutputTokens})
+	}
 }
 
 // TracksOutput reports whether the core predicts output blocks, i.e.

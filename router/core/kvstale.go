@@ -20,7 +20,8 @@ import (
 //   - KVUnsubscribed loses them at once: nobody follows the publisher.
 //
 // A Tick is recorded only when it acts (some subscription reached
-// KVStaleAfter, whether or not its publisher had ranks left to clear); a
+// KVStaleAfter, whether or not its publisher had ranks left to clear, or
+// a replica-sync time rule let something go); a
 // tick that acts on nothing changes nothing, so a replay ticks exactly
 // where the live process acted.
 
@@ -82,22 +83,26 @@ func (c *Core) KVUnsubscribed(ev events.KVUnsubscribed) int {
 	return n
 }
 
-// Tick applies the time-driven rules at ev.At and reports how many
-// publishers lost their blocks.
+// Tick applies the time-driven rules at ev.At (this one, and replica
+// sync's, peers.go) and reports how many publishers lost their blocks.
 func (c *Core) Tick(ev events.Tick) int {
+	peers := c.peersDue(ev.At)
 	var due []publisherKey
 	for k, s := range c.sessions {
 		if !s.down.IsZero() && !s.cleared && ev.At.Sub(s.down) >= c.staleAfter {
 			due = append(due, k)
 		}
 	}
-	if len(due) == 0 {
+	if len(due) == 0 && !peers {
 		return 0
 	}
 	slices.SortFunc(due, func(a, b publisherKey) int {
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.id, b.id))
 	})
 	c.record(ev)
+	if peers {
+		c.expirePeers(ev.At)
+	}
 	for _, k := range due {
 		s := c.sessions[k]
 		s.cleared = true

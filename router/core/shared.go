@@ -12,6 +12,7 @@ import (
 	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/picker"
+	"switchyard/router/replica"
 )
 
 // Shared is a Core for a host whose inputs arrive on many goroutines (the
@@ -230,4 +231,18 @@ func wallClock(batch []events.Event) []events.Event {
 		out[i] = ev
 	}
 	return out
+}
+
+// PeerBatch applies one batch of a peer replica's events, received at at.
+func (s *Shared) PeerBatch(b replica.Batch, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.PeerBatch(PeerBatch{At: at.Round(0), Batch: b})
+}
+
+// PeerStats is what replica sync did so far.
+func (s *Shared) PeerStats() PeerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.PeerStats()
 }

@@ -40,6 +40,7 @@ import (
 	"switchyard/router/kv"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
+	"switchyard/router/replicasync"
 )
 
 // Server is one running router process.
@@ -63,25 +64,30 @@ type Server struct {
 	overlay func(*config.Config) error
 	// kvStaleAfter is Options.kvStaleAfter (tests).
 	kvStaleAfter time.Duration
-	discovery    *discoverysource.Supervisor
-	loadSubs     *eventplane.Supervisor
-	kvSubs       *eventplane.Supervisor
-	kvListener   *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
-	kvOn         atomic.Bool          // follow kv-events (KV-aware selection is on)
-	kick         chan struct{}        // wakes the follower after kvOn changed
-	stopFollow   context.CancelFunc
-	followDone   chan struct{}
-	tickDone     chan struct{}
-	etcd         *embedded.Embedded
-	etcdTmpDir   string
-	gateway      *gateway.Gateway
-	http         *http.Server
-	listener     net.Listener
-	prompts      *prompts
-	reloads      *prometheus.CounterVec // switchyard_config_reloads_total
-	unserved     *unservedModels
-	closeOnce    sync.Once
-	silent       silentConns // connections that have sent nothing, ended on Close
+	// peerSilentAfter is Options.peerSilentAfter (tests).
+	peerSilentAfter time.Duration
+	// replicaSync publishes this replica's requests to its peers and
+	// follows theirs (epp.replica_sync); nil when off.
+	replicaSync *replicasync.Sync
+	discovery   *discoverysource.Supervisor
+	loadSubs    *eventplane.Supervisor
+	kvSubs      *eventplane.Supervisor
+	kvListener  *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
+	kvOn        atomic.Bool          // follow kv-events (KV-aware selection is on)
+	kick        chan struct{}        // wakes the follower after kvOn changed
+	stopFollow  context.CancelFunc
+	followDone  chan struct{}
+	tickDone    chan struct{}
+	etcd        *embedded.Embedded
+	etcdTmpDir  string
+	gateway     *gateway.Gateway
+	http        *http.Server
+	listener    net.Listener
+	prompts     *prompts
+	reloads     *prometheus.CounterVec // switchyard_config_reloads_total
+	unserved    *unservedModels
+	closeOnce   sync.Once
+	silent      silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
@@ -104,6 +110,8 @@ type Options struct {
 	// Tests shorten the KV stale rule; zero values are core.KVStaleAfter
 	// and tickEvery.
 	kvStaleAfter, tickEvery time.Duration
+	// peerSilentAfter replaces core.PeerSilentAfter (tests).
+	peerSilentAfter time.Duration
 }
 
 // New validates cfg and starts everything it asks for. The caller owns
@@ -141,18 +149,26 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		s.recording = true
 		s.metrics.Registry.MustRegister(recorderCollector{o.Recorder})
 	}
-	s.kvStaleAfter = o.kvStaleAfter
+	s.kvStaleAfter, s.peerSilentAfter = o.kvStaleAfter, o.peerSilentAfter
 	start := s.coreSettings(cfg)
+	hooks := core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
+		KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery,
+		ActiveRefused: s.metrics.Selection.ActiveRefused.Inc}
+	if err := s.newReplicaSync(cfg, &hooks); err != nil {
+		s.Close()
+		return nil, err
+	}
 	c, err := core.New(core.Options{Picker: start.Picker, Seed: seed, MaxStaleness: start.MaxStaleness,
 		KV: start.KV, Port: port, Log: log.With("component", "core"), KVStaleAfter: start.KVStaleAfter,
-		Hooks: core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
-			KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery,
-			ActiveRefused: s.metrics.Selection.ActiveRefused.Inc}})
+		PeerSilentAfter: start.PeerSilentAfter, Hooks: hooks})
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.core = core.NewShared(c, clock.Real{})
+	if s.replicaSync != nil {
+		s.replicaSync.Start(s.core)
+	}
 	if s.recording {
 		// The recording starts with the settings, so a replay runs with
 		// exactly these, whatever its configuration file says.
@@ -330,7 +346,7 @@ func (s *Server) reloadCore(cfg *config.Config) {
 // coreSettings are the routing settings of cfg.
 func (s *Server) coreSettings(cfg *config.Config) core.Settings {
 	return core.Settings{Picker: PickerName(cfg), KV: coreconfig.KVOptions(cfg.Dynamo.KV),
-		MaxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), KVStaleAfter: s.kvStaleAfter}
+		MaxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), KVStaleAfter: s.kvStaleAfter, PeerSilentAfter: s.peerSilentAfter}
 }
 
 func loadPolicy(cfg *config.Config) (eventplane.Policy, error) {
@@ -514,6 +530,9 @@ func (s *Server) Close() {
 		}
 		if s.discovery != nil {
 			s.discovery.Stop()
+		}
+		if s.replicaSync != nil {
+			s.replicaSync.Close()
 		}
 		if s.stopFollow != nil {
 			s.stopFollow()

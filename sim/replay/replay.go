@@ -245,6 +245,9 @@ func RunWith(rd *recorder.Reader, runID int64, pickerName string, opts Options) 
 		case recorder.Progress:
 			rep.Inputs++
 			rc.Progress(v)
+		case recorder.PeerBatch:
+			rep.Inputs++
+			rc.PeerBatch(v)
 		case recorder.Outcome:
 			delete(pending, v.RequestID)
 		}

@@ -1,4 +1,6 @@
-// Package zmtp is a bounded ZMTP 3.x SUB client over a net.Conn.
+// Package zmtp is a bounded ZMTP 3.x SUB client over a net.Conn, and the
+// PUB end of one connection (PubConn, pub.go) for the router's own
+// publishers (replica sync).
 //
 // The router subscribes to tcp:// endpoints that the fleet announces in
 // discovery, so every byte it reads here is fleet-authored. General-purpose
