@@ -2,6 +2,7 @@ package replay
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"fmt"
 	"testing"
 )
@@ -23,5 +24,51 @@ func TestOneReplicaRecordsWhatItAlwaysDid(t *testing.T) {
 		if got != tc.digest {
 			t.Errorf("%s: recording digest %s, want %s", tc.name, got, tc.digest)
 		}
+	}
+}
+
+// A replica's recording holds the batches its peers sent it, and a replay
+// of it reproduces every pick; without them (the rows deleted), the
+// replayed core misses its peers' load and picks otherwise. A replica
+// without sync replays exactly as well.
+func TestReplicaRecordingsReplayWithTheirPeersBatches(t *testing.T) {
+	unsynced := record(t, "picker: kv_tracked\n"+scenarioYAML+"router: {replicas: 2}\n")
+	rep, err := Run(open(t, unsynced), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Selections != 200 || !rep.Exact() {
+		t.Fatalf("unsynced replica: report %+v", rep)
+	}
+
+	path := record(t, "picker: kv_tracked\n"+scenarioYAML+"router: {replicas: 2, replica_sync: true, sync_delay: 2ms}\n")
+	rep, err = Run(open(t, path), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Selections != 200 || !rep.Exact() {
+		t.Fatalf("synced replica: report %+v", rep)
+	}
+	var batches, events int
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.QueryRow(`SELECT count(*), coalesce(sum(events), 0) FROM peer_batches`).Scan(&batches, &events)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batches < 100 || events < 500 {
+		t.Fatalf("%d peer batches with %d events recorded", batches, events)
+	}
+
+	execSQL(t, path, `DELETE FROM peer_batches`)
+	rep, err = RunWith(open(t, path), 0, "", Options{AllowIncomplete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reproduced == rep.Selections {
+		t.Fatalf("every pick reproduced without the peers' batches: %+v", rep)
 	}
 }
