@@ -20,8 +20,9 @@ import (
 type benchReplicasFlags struct {
 	scenario, profile, picker, out string
 	replicas                       string
-	syncDelay, degradedDelay       sim.Duration
-	syncLoss, degradedLoss         float64
+	syncDelay                      sim.Duration
+	syncLoss                       float64
+	degraded                       []string
 	parallel                       int
 }
 
@@ -33,8 +34,8 @@ func newBenchReplicasCmd() *cobra.Command {
 		Long: "Run the scenario in FILE (fleet and workload) once per router configuration: one\n" +
 			"replica; then, for each larger count in --replicas, that many replicas without\n" +
 			"replica sync and with it (router.replicas, router.replica_sync, docs/simulation.md);\n" +
-			"with --degraded-sync-delay or --degraded-sync-loss, the largest count once more\n" +
-			"over that slower or lossier link. Same seed, same arrivals, same prompts. Writes\n" +
+			"for each --degraded-sync DELAY/LOSS, the largest count once more over a link that\n" +
+			"slow and lossy. Same seed, same arrivals, same prompts. Writes\n" +
 			"index.html, summary.md and summary.json (docs/reports.md) to --out.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,8 +50,7 @@ func newBenchReplicasCmd() *cobra.Command {
 	f.syncDelay = sim.Duration(sim.DefaultSyncDelay)
 	fl.Var(durationFlag{&f.syncDelay}, "sync-delay", "replica-sync batches reach the peers this long after they leave")
 	fl.Float64Var(&f.syncLoss, "sync-loss", 0, "probability a replica-sync batch is lost on its way to one peer")
-	fl.Var(durationFlag{&f.degradedDelay}, "degraded-sync-delay", "add a run of the largest count over a link this slow")
-	fl.Float64Var(&f.degradedLoss, "degraded-sync-loss", 0, "add a run of the largest count over a link this lossy")
+	fl.StringArrayVar(&f.degraded, "degraded-sync", nil, "DELAY/LOSS (e.g. 20ms/0.1): add a run of the largest count with replica sync over such a link; repeatable")
 	fl.StringVar(&f.out, "out", "", "report folder (default reports/replicas-<scenario name>)")
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "runs simulated at once")
 	_ = cmd.MarkFlagRequired("scenario")
@@ -87,16 +87,18 @@ func replicaVariants(f benchReplicasFlags) ([]replicaVariant, error) {
 		vs = append(vs, replicaVariant{name: fmt.Sprintf("%d replicas", n), replicas: n},
 			replicaVariant{name: fmt.Sprintf("%d replicas, sync", n), replicas: n, sync: true, delay: f.syncDelay, loss: f.syncLoss})
 	}
-	if f.degradedDelay != 0 || f.degradedLoss != 0 {
+	for _, spec := range f.degraded {
 		if largest < 2 {
-			return nil, fmt.Errorf("--degraded-sync-delay and --degraded-sync-loss need a count of 2 or more in --replicas")
+			return nil, fmt.Errorf("--degraded-sync needs a count of 2 or more in --replicas")
 		}
-		d := f.degradedDelay
-		if d == 0 {
-			d = f.syncDelay
+		ds, ls, ok := strings.Cut(spec, "/")
+		var d sim.Duration
+		loss, err := strconv.ParseFloat(ls, 64)
+		if !ok || d.Set(ds) != nil || err != nil || d <= 0 || !(loss >= 0 && loss < 1) {
+			return nil, fmt.Errorf("--degraded-sync %q: want DELAY/LOSS, a duration > 0 and a probability in [0, 1), e.g. 20ms/0.1", spec)
 		}
-		vs = append(vs, replicaVariant{name: fmt.Sprintf("%d replicas, sync (%v, %g%% lost)", largest, d.Std(), 100*f.degradedLoss),
-			replicas: largest, sync: true, delay: d, loss: f.degradedLoss})
+		vs = append(vs, replicaVariant{name: fmt.Sprintf("%d replicas, sync over %v, %g%% lost", largest, d.Std(), 100*loss),
+			replicas: largest, sync: true, delay: d, loss: loss})
 	}
 	return vs, nil
 }
