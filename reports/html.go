@@ -352,7 +352,7 @@ func headlineTable(b *bytes.Buffer, c Comparison) {
 		fmt.Fprintf(b, "<th colspan=\"%d\">%s</th>", j-i, esc(columns[i].group))
 		i = j
 	}
-	b.WriteString("</tr>\n<tr><th class=\"name\">picker</th>")
+	fmt.Fprintf(b, "</tr>\n<tr><th class=\"name\">%s</th>", esc(c.column()))
 	for _, col := range columns {
 		fmt.Fprintf(b, "<th>%s</th>", esc(col.head))
 	}

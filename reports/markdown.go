@@ -22,7 +22,7 @@ func SummaryMarkdown(c Comparison) []byte {
 		fmt.Fprintf(&b, "- %s: %s\n", kv[0], mdText(kv[1]))
 	}
 	b.WriteString("\n")
-	b.WriteString("| picker | requests | completed | failed | TTFT p50 / p90 / p99 (ms) | ITL p50 / p90 / p99 (ms) | E2E p50 / p99 (ms) | throughput (req/s) | goodput (req/s) | goodput ratio | hit ratio | hit ratio bound | imbalance |\n")
+	fmt.Fprintf(&b, "| %s | requests | completed | failed | TTFT p50 / p90 / p99 (ms) | ITL p50 / p90 / p99 (ms) | E2E p50 / p99 (ms) | throughput (req/s) | goodput (req/s) | goodput ratio | hit ratio | hit ratio bound | imbalance |\n", mdText(c.column()))
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range c.Pickers {
 		s := r.Summary

@@ -33,6 +33,17 @@ type Comparison struct {
 	Generated  string // caller-provided (e.g. the version that produced the report); never the wall clock here
 	SLO        stats.SLO
 	Pickers    []Run // in the order given on the command line
+	// Column heads the runs' name column ("" = "picker"): a comparison of
+	// something else than pickers (router replicas) names its runs.
+	Column string
+}
+
+// column is the runs' name column's head.
+func (c Comparison) column() string {
+	if c.Column == "" {
+		return "picker"
+	}
+	return c.Column
 }
 
 // Run is one picker's result.

@@ -75,15 +75,23 @@ type Summary struct {
 
 // Run is one simulation in progress.
 type Run struct {
-	sc      *Scenario
-	opts    Options
-	loop    *Loop
-	core    *core.Core
+	sc   *Scenario
+	opts Options
+	loop *Loop
+	// core is the first replica's core, the one a recording records;
+	// cores are every replica's, which follow the same fleet.
+	core     *core.Core
+	cores    cores
+	replicas []*routerReplica
+	// next is the round robin's count of arrivals.
+	next    int
 	workers []*worker
 	src     workload.Source
 	// ids draws instance and publisher ids; net draws delays and losses.
 	// Separate streams, so a network setting does not renumber the fleet.
 	ids, net *rand.Rand
+	// syncNet draws replica-sync losses.
+	syncNet *rand.Rand
 
 	namespaces []string
 	kvEnabled  bool
@@ -99,6 +107,7 @@ type Run struct {
 // request is one request's journey.
 type request struct {
 	run     *Run
+	core    *core.Core // the replica that routed it
 	wr      workload.Request
 	id      uint64
 	arrival time.Time
@@ -121,15 +130,12 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	if opts.Picker != "" {
 		name = opts.Picker
 	}
-	c, err := core.New(core.Options{Picker: name, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
-		KV:   sc.Router.KV.Options(),
-		Port: opts.Record, Log: opts.Log})
-	if err != nil {
-		return nil, err
-	}
-	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), core: c, inflight: map[uint64]*request{},
+	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
 		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name)}
+	if err := r.newReplicas(name); err != nil {
+		return nil, err
+	}
 	if sc.Discovery.Kubernetes() {
 		r.kube = newKubeFleet(sc)
 	}
@@ -190,8 +196,9 @@ func (r *Run) start() {
 	t0 := r.loop.Clock.Now()
 	seed := r.seedBatch()
 	seedAt := t0.Add(r.sc.Network.DiscoveryDelay.Std())
+	r.startReplicas(t0)
 	r.loop.At(seedAt, func(now time.Time) {
-		r.core.Discovery(seed(now))
+		r.cores.Discovery(seed(now))
 		for _, w := range r.workers {
 			r.follow(w, now)
 		}
@@ -238,7 +245,7 @@ func (r *Run) follow(w *worker, now time.Time) {
 		return
 	}
 	if r.kvEnabled {
-		r.core.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
+		r.cores.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
 		r.staleTimer(now)
 	}
 	r.subscribe(w, now)
@@ -251,7 +258,7 @@ func (r *Run) channels() bool { return r.kube == nil || r.kube.channels() }
 // discover hands the core a discovery batch, if there is one.
 func (r *Run) discover(batch []events.Event) {
 	if len(batch) > 0 {
-		r.core.Discovery(batch)
+		r.cores.Discovery(batch)
 	}
 }
 
@@ -260,7 +267,7 @@ func (r *Run) discover(batch []events.Event) {
 // core.KVStaleAfter: the core's timer, as a live host's ticker.
 func (r *Run) staleTimer(down time.Time) {
 	r.loop.Background(down.Add(core.KVStaleAfter), func(now time.Time) {
-		r.core.Tick(events.Tick{At: now})
+		r.cores.Tick(events.Tick{At: now})
 	})
 }
 
@@ -271,7 +278,7 @@ func (r *Run) kvDisconnected(w *worker, now time.Time) {
 		return
 	}
 	w.kvPub.subscribed = false
-	r.core.KVDisconnected(events.KVDisconnected{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
+	r.cores.KVDisconnected(events.KVDisconnected{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
 	r.staleTimer(now)
 }
 
@@ -288,13 +295,13 @@ func (r *Run) subscribe(w *worker, now time.Time) {
 		}
 		if w.pub.id == id && !w.pub.subscribed {
 			w.pub.subscribed = true
-			r.core.LoadConnected(events.LoadConnected{At: now, Namespace: r.sc.Namespace, PublisherID: id})
+			r.cores.LoadConnected(events.LoadConnected{At: now, Namespace: r.sc.Namespace, PublisherID: id})
 		}
 		// The router follows kv-events only for the KV-aware picker, as a
 		// live router does only with dynamo.kv.enabled.
 		if r.kvEnabled && w.kvPub.id == kvID && !w.kvPub.subscribed {
 			w.kvPub.subscribed = true
-			r.core.KVConnected(events.KVConnected{At: now, Namespace: r.sc.Namespace, PublisherID: kvID})
+			r.cores.KVConnected(events.KVConnected{At: now, Namespace: r.sc.Namespace, PublisherID: kvID})
 		}
 	})
 }
@@ -312,7 +319,7 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 			return // lost in the network
 		}
 		r.summary.LoadMessages++
-		r.core.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
+		r.cores.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
 	})
 }
 
@@ -327,7 +334,7 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 			return // lost in the network
 		}
 		r.summary.KVMessages++
-		r.core.KVMessage(&events.KVMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
+		r.cores.KVMessage(&events.KVMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
 	})
 }
 
@@ -371,7 +378,7 @@ func (r *Run) nextArrival() {
 // arrive is the router receiving a request: pick, then dispatch.
 func (r *Run) arrive(wr workload.Request, now time.Time) {
 	r.summary.Requests++
-	q := &request{run: r, wr: wr, id: wr.ID, arrival: now}
+	q := &request{run: r, core: r.route(), wr: wr, id: wr.ID, arrival: now}
 	// The simulator is a trusted internal caller: it hands the picker the
 	// prompt's token ids, as prompt rendering will for live requests.
 	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces,
@@ -379,7 +386,7 @@ func (r *Run) arrive(wr workload.Request, now time.Time) {
 	if r.opts.Observer != nil {
 		r.opts.Observer.Arrived(&wr, r.blockSize)
 	}
-	sel, ok := r.core.Pick(core.Arrival{Req: q.pr, Session: wr.Session})
+	sel, ok := q.core.Pick(core.Arrival{Req: q.pr, Session: wr.Session})
 	if !ok {
 		q.finish(now, "refused", "no worker serves the model")
 		return
@@ -452,7 +459,7 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 	if o.Rejected {
 		// The core hears of the end before the outcome closes the
 		// request (a replay reads nothing of a request after it).
-		q.run.core.Ended(q.pr, q.sel, now, "rejected")
+		q.core.Ended(q.pr, q.sel, now, "rejected")
 		q.finish(now, "rejected", o.Reason.String())
 		return
 	}
@@ -474,7 +481,7 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		}
 		// The token the client sees first, as the live hosts report it
 		// (after a prefill hop, the decode worker's).
-		q.run.core.FirstToken(core.FirstToken{At: now, RequestID: q.id})
+		q.core.FirstToken(core.FirstToken{At: now, RequestID: q.id})
 	}
 	prev := q.out
 	q.out += o.NewTokens
@@ -483,7 +490,7 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		// As the live hosts do: a served request leaves its workers'
 		// backlog at once, whether or not a sample follows; reported
 		// before its outcome, which closes the request for a replay.
-		q.run.core.Ended(q.pr, q.sel, now, core.EndedServed)
+		q.core.Ended(q.pr, q.sel, now, core.EndedServed)
 		q.finish(now, "ok", "")
 	}
 }
@@ -492,12 +499,12 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 // block boundary, only while the core predicts output blocks: one record
 // per block, not per token, and none for the last block (its end follows).
 func (q *request) progress(prev int, now time.Time, finished bool) {
-	if finished || !q.run.core.TracksOutput() {
+	if finished || !q.core.TracksOutput() {
 		return
 	}
 	bs := max(int(q.sel.BlockSize), 1)
 	if q.out/bs > prev/bs {
-		q.run.core.Progress(core.Progress{At: now, RequestID: q.id, OutputTokens: uint64(q.out)})
+		q.core.Progress(core.Progress{At: now, RequestID: q.id, OutputTokens: uint64(q.out)})
 	}
 }
 
@@ -518,7 +525,7 @@ func (q *request) fail(now time.Time, why string) {
 		return
 	}
 	// The end before the outcome, as for a served request.
-	q.run.core.Ended(q.pr, q.sel, now, "failed")
+	q.core.Ended(q.pr, q.sel, now, "failed")
 	q.finish(now, "failed", why)
 }
 
@@ -549,7 +556,7 @@ func (q *request) finish(now time.Time, status, why string) {
 	default:
 		r.summary.Failed++
 	}
-	r.core.Outcome(recorder.Outcome{At: now, RequestID: q.id, Status: status, Error: why, PromptTokens: res.PromptTokens,
+	q.core.Outcome(recorder.Outcome{At: now, RequestID: q.id, Status: status, Error: why, PromptTokens: res.PromptTokens,
 		CachedTokens: res.CachedTokens, OutputTokens: res.OutputTokens, TTFT: res.TTFT, E2E: res.E2E, ITL: res.ITL})
 	if r.opts.Observer != nil {
 		r.opts.Observer.Finished(res)
@@ -593,7 +600,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 			for i, kv := range keys {
 				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key, Revision: int64(i + 2)})
 			}
-			r.core.Discovery(batch)
+			r.cores.Discovery(batch)
 			r.unfollow(kvID, at)
 		})
 	case FaultStall:
@@ -642,7 +649,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 			for _, kv := range gone {
 				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key})
 			}
-			r.core.Discovery(batch)
+			r.cores.Discovery(batch)
 			r.unfollow(oldKV, at)
 			if w.alive {
 				r.follow(w, at)
@@ -684,7 +691,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", r.sc.Namespace, w.component, w.id)
 		w.records[key] = []byte("{not json")
 		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
-			r.core.Discovery([]events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
+			r.cores.Discovery([]events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
 				DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}})
 		})
 	case FaultPartition:
@@ -735,7 +742,7 @@ func (r *Run) rewriteMetadata(w *worker, oldKV uint64, now time.Time) {
 // discovery.
 func (r *Run) unfollow(kvID uint64, at time.Time) {
 	if r.kvEnabled && r.channels() {
-		r.core.KVUnsubscribed(events.KVUnsubscribed{At: at, Namespace: r.sc.Namespace, PublisherID: kvID})
+		r.cores.KVUnsubscribed(events.KVUnsubscribed{At: at, Namespace: r.sc.Namespace, PublisherID: kvID})
 	}
 }
 

@@ -83,6 +83,8 @@ func (t *textTap) Record(out core.Output) {
 		t.Ended(o)
 	case core.Outcome:
 		t.Outcome(o)
+	case core.PeerBatch:
+		t.line("peer", o)
 	default:
 		t.Discovery(out)
 	}

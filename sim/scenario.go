@@ -249,7 +249,30 @@ type RouterParams struct {
 	MaxStaleness Duration `yaml:"max_staleness"`
 	// KV configures the kv picker (dynamo.kv); unset fields take Dynamo's defaults.
 	KV KVParams `yaml:"kv"`
+
+	// Replicas runs this many router replicas over the same fleet (0 and
+	// 1 are one, the run it always was); each request goes to one of
+	// them, round robin in arrival order. Left out, none of the fields
+	// below is rendered, so older scenarios render as they did.
+	Replicas int `yaml:"replicas,omitempty"`
+	// ReplicaSync shares each replica's active-sequence changes with the
+	// others (epp.replica_sync): batches of at most 256 events or 1 ms,
+	// delivered SyncDelay later, each lost with probability SyncLoss.
+	ReplicaSync bool     `yaml:"replica_sync,omitempty"`
+	SyncDelay   Duration `yaml:"sync_delay,omitempty"`
+	SyncLoss    float64  `yaml:"sync_loss,omitempty"`
 }
+
+// DefaultSyncDelay is how long a replica-sync batch takes to reach a
+// peer: one hop inside the cluster, as network.request_delay.
+const DefaultSyncDelay = 500 * time.Microsecond
+
+// MaxReplicas bounds a scenario's router replicas: a core follows at most
+// core.MaxPeers peers.
+const MaxReplicas = 64
+
+// ReplicaCount is the number of router replicas the scenario runs.
+func (p RouterParams) ReplicaCount() int { return max(p.Replicas, 1) }
 
 // KVParams mirror dynamo.kv's selection settings.
 type KVParams struct {
@@ -466,6 +489,9 @@ func (sc *Scenario) defaults() {
 	if sc.Discovery.Kubernetes() {
 		def(&sc.Discovery.ReadinessDelay, DefaultReadinessDelay)
 	}
+	if sc.Router.ReplicaSync {
+		def(&sc.Router.SyncDelay, DefaultSyncDelay)
+	}
 	for i := range sc.Fleet {
 		g := &sc.Fleet[i]
 		defInt := func(v *int, d int) {
@@ -604,6 +630,7 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")
 	}
+	errs = append(errs, sc.Router.validateReplicas()...)
 	return errs
 }
 
@@ -787,6 +814,28 @@ func (sc *Scenario) validateDiscovery() []error {
 				bad("faults[%d].kind: malformed_record needs discovery records, and discovery.source kubernetes_pods reads Pods alone", i)
 			}
 		}
+	}
+	return errs
+}
+
+// validateReplicas checks the router replicas' settings.
+func (p RouterParams) validateReplicas() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if p.Replicas < 0 || p.Replicas > MaxReplicas {
+		bad("router.replicas: must be in 1..%d, got %d", MaxReplicas, p.Replicas)
+	}
+	if p.ReplicaSync && p.Replicas < 2 {
+		bad("router.replica_sync: needs router.replicas >= 2")
+	}
+	if !p.ReplicaSync && (p.SyncDelay != 0 || p.SyncLoss != 0) {
+		bad("router: sync_delay and sync_loss apply only with replica_sync: true")
+	}
+	if p.SyncDelay < 0 {
+		bad("router.sync_delay: must be >= 0")
+	}
+	if !(p.SyncLoss >= 0 && p.SyncLoss < 1) {
+		bad("router.sync_loss: must be in [0, 1)")
 	}
 	return errs
 }

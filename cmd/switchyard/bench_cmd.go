@@ -25,7 +25,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Offline benchmarks of the routing core",
 	}
-	cmd.AddCommand(newBenchPickersCmd())
+	cmd.AddCommand(newBenchPickersCmd(), newBenchReplicasCmd())
 	return cmd
 }
 

@@ -94,8 +94,11 @@ type simResult struct {
 	Speedup   float64         `json:"speedup"`
 	Recording *recorder.Stats `json:"recording,omitempty"`
 	// Core counts what the routing core did: load and kv-events messages
-	// by result, selections by role/reason, KV-aware selections by result.
+	// by result, selections by role/reason, KV-aware selections by result
+	// (every router replica's together).
 	Core coreCounts `json:"core"`
+	// Replicas is what each router replica did, when there are several.
+	Replicas []sim.ReplicaSummary `json:"replicas,omitempty"`
 }
 
 type coreCounts struct {
@@ -105,11 +108,28 @@ type coreCounts struct {
 	KVSelections map[string]uint64 `json:"kv_selections,omitempty"`
 }
 
-func countsOf(c *core.Core) coreCounts {
-	out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: c.KVResults(), Selections: c.Reasons(),
-		KVSelections: c.KVSelections()}
-	for r, n := range c.LoadResults() {
-		out.LoadMessages[r.String()] = n
+func countsOf(cs []*core.Core) coreCounts {
+	if len(cs) == 1 {
+		c := cs[0]
+		out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: c.KVResults(), Selections: c.Reasons(),
+			KVSelections: c.KVSelections()}
+		for r, n := range c.LoadResults() {
+			out.LoadMessages[r.String()] = n
+		}
+		return out
+	}
+	out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: map[string]uint64{}, Selections: map[string]uint64{},
+		KVSelections: map[string]uint64{}}
+	for _, c := range cs {
+		for r, n := range c.LoadResults() {
+			out.LoadMessages[r.String()] += n
+		}
+		for _, pair := range []struct{ dst, src map[string]uint64 }{{out.KVMessages, c.KVResults()},
+			{out.Selections, c.Reasons()}, {out.KVSelections, c.KVSelections()}} {
+			for k, n := range pair.src {
+				pair.dst[k] += n
+			}
+		}
 	}
 	return out
 }
@@ -156,7 +176,10 @@ func simulate(sc *sim.Scenario, o simulateOptions) (*simResult, error) {
 		bar.Finish()
 	}
 	res := &simResult{Scenario: sc.Name, Picker: sc.Picker, Seed: sc.Seed, Run: sum, Stats: col.Summary(sum.Virtual),
-		WallMS: float64(wall) / 1e6, Core: countsOf(run.Core())}
+		WallMS: float64(wall) / 1e6, Core: countsOf(run.Cores())}
+	if sc.Router.ReplicaCount() > 1 {
+		res.Replicas = run.Replicas()
+	}
 	if wall > 0 {
 		res.Speedup = float64(sum.Virtual) / float64(wall)
 	}
@@ -182,6 +205,17 @@ func (r *simResult) print(out io.Writer) {
 	if len(r.Core.KVSelections) > 0 {
 		fmt.Fprintf(out, "  kv: %d kv-events messages (%s), selections %s\n", r.Run.KVMessages,
 			formatCounts(r.Core.KVMessages), formatCounts(r.Core.KVSelections))
+	}
+	for _, rs := range r.Replicas {
+		fmt.Fprintf(out, "  replica %d: routed %d", rs.Replica, rs.Routed)
+		if p := rs.Peers; p != nil {
+			fmt.Fprintf(out, "; sent %d batches (%d events, %d deliveries lost); applied %d peer events from %d batches (%d gaps, %d expired)",
+				rs.Batches, rs.Events, rs.Lost, p.Events, p.Batches, p.Gaps, p.Expired)
+			if len(p.Refused) > 0 {
+				fmt.Fprintf(out, ", refused %s", formatCounts(p.Refused))
+			}
+		}
+		fmt.Fprintln(out)
 	}
 	if r.Recording != nil {
 		var written, dropped uint64
