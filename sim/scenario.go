@@ -294,6 +294,7 @@ type KVParams struct {
 	TrackOutputBlocks         bool    `yaml:"track_output_blocks"`
 	ExpectedOutputTokens      int     `yaml:"expected_output_tokens"`
 	DecodeActiveRequestWeight float64 `yaml:"decode_active_request_weight"`
+	OverlapScoreCreditDecay   float64 `yaml:"overlap_score_credit_decay"`
 }
 
 // Options are the picker options the parameters describe.
@@ -314,6 +315,7 @@ func (k KVParams) Options() picker.KVOptions {
 	o.Track = picker.Tracking{ActiveBlocks: k.TrackActiveBlocks, PrefillTokens: k.TrackPrefillTokens,
 		OutputBlocks: k.TrackOutputBlocks, ExpectedOutputTokens: k.ExpectedOutputTokens}
 	o.DecodeActiveRequestWeight = k.DecodeActiveRequestWeight
+	o.OverlapScoreCreditDecay = k.OverlapScoreCreditDecay
 	return o
 }
 
@@ -624,8 +626,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	if ttl := sc.Router.KV.PredictedBlockTTL; ttl < 0 || ttl > Duration(24*time.Hour) {
 		bad("router.kv.predicted_block_ttl: must be between 0 (120s) and 24h")
 	}
-	if k := sc.Router.KV; k.ExpectedOutputTokens < 0 || k.DecodeActiveRequestWeight < 0 || math.IsNaN(k.DecodeActiveRequestWeight) {
-		bad("router.kv: expected_output_tokens and decode_active_request_weight must be >= 0")
+	if k := sc.Router.KV; k.ExpectedOutputTokens < 0 || k.DecodeActiveRequestWeight < 0 || math.IsNaN(k.DecodeActiveRequestWeight) ||
+		k.OverlapScoreCreditDecay < 0 || math.IsNaN(k.OverlapScoreCreditDecay) {
+		bad("router.kv: expected_output_tokens, decode_active_request_weight and overlap_score_credit_decay must be >= 0")
 	}
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")

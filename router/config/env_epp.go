@@ -21,7 +21,7 @@ var EPPVariables = []EPPVariable{
 	{"DYN_KV_CACHE_BLOCK_SIZE", "epp.kv_cache_block_size", intVar(func(c *Config) *int { return &c.EPP.KVCacheBlockSize })},
 	{"DYN_USE_KV_EVENTS", "dynamo.kv.use_kv_events", boolVar(func(c *Config) *bool { return &c.Dynamo.KV.UseKVEvents })},
 	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "dynamo.kv.overlap_score_credit", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.OverlapScoreCredit })},
-	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY", "epp.overlap_score_credit_decay", floatVar(func(c *Config) *float64 { return &c.EPP.OverlapScoreCreditDecay })},
+	{"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY", "dynamo.kv.overlap_score_credit_decay", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.OverlapScoreCreditDecay })},
 	{"DYN_ROUTER_PREFILL_LOAD_SCALE", "dynamo.kv.prefill_load_scale", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.PrefillLoadScale })},
 	{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "dynamo.kv.decode_active_request_weight", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.DecodeActiveRequestWeight })},
 	{"DYN_ROUTER_TEMPERATURE", "dynamo.kv.router_temperature", floatVar(func(c *Config) *float64 { return &c.Dynamo.KV.RouterTemperature })},

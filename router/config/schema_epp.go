@@ -55,11 +55,9 @@ type EPP struct {
 	// (DYN_KV_CACHE_BLOCK_SIZE): a worker whose card says otherwise would
 	// score wrong overlaps, so start-up warns and selection counts it.
 	KVCacheBlockSize int `yaml:"kv_cache_block_size"`
-	// OverlapScoreCreditDecay is DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY.
-	// The active-sequence switches (DYN_ROUTER_TRACK_*), the decode
-	// active-request weight and use_kv_events are dynamo.kv settings,
-	// shared with the gateway.
-	OverlapScoreCreditDecay float64 `yaml:"overlap_score_credit_decay"`
+	// The active-sequence switches (DYN_ROUTER_TRACK_*), the overlap
+	// credit decay, the decode active-request weight and use_kv_events
+	// are dynamo.kv settings, shared with the gateway.
 	// ReplicaSync shares active-sequence state between replicas
 	// (DYN_ROUTER_REPLICA_SYNC); PeerService names their Service
 	// (DYN_EPP_PEER_SERVICE).

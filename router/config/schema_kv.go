@@ -30,6 +30,11 @@ type KV struct {
 	TrackPrefillTokens   bool `yaml:"track_prefill_tokens"`
 	TrackOutputBlocks    bool `yaml:"track_output_blocks"`
 	ExpectedOutputTokens int  `yaml:"expected_output_tokens"`
+	// OverlapScoreCreditDecay shrinks a rank's overlap credit as its
+	// tracked prefill load rises above the least loaded candidate's
+	// (DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY; needs
+	// track_prefill_tokens). 0 is off.
+	OverlapScoreCreditDecay float64 `yaml:"overlap_score_credit_decay"`
 	// DecodeActiveRequestWeight adds block-equivalents to a rank's decode
 	// cost per request active on it (DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
 	DecodeActiveRequestWeight float64                   `yaml:"decode_active_request_weight"`

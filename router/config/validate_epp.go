@@ -64,9 +64,6 @@ func (k *checker) epp(c *Config) {
 	notYet := func(field, what string) {
 		k.err(p+"."+field, "%s is not in this build yet; leave it at its default", what)
 	}
-	if e.OverlapScoreCreditDecay != 0 {
-		notYet("overlap_score_credit_decay", "overlap credit decay")
-	}
 	if e.ReplicaSync {
 		k.errIf(p+".replica_sync_listen", checkHostPort(e.ReplicaSyncListen, true))
 		for _, l := range []struct{ name, addr string }{{"epp.listen", e.Listen}, {"server.bind_address", c.Server.BindAddress}} {
@@ -86,8 +83,5 @@ func (k *checker) epp(c *Config) {
 		if len(e.ReplicaPeers) == 0 && e.PeerService == "" {
 			k.warn(p+".replica_peers", "replica_sync is on but no peers are listed: this replica publishes and follows nobody")
 		}
-	}
-	if e.OverlapScoreCreditDecay < 0 {
-		k.err(p+".overlap_score_credit_decay", "must be >= 0")
 	}
 }

@@ -42,6 +42,9 @@ func (k *checker) kv(c *Config) {
 	if kv.ExpectedOutputTokens < 0 || kv.ExpectedOutputTokens > maxExpectedOutputTokens {
 		k.err(p+".expected_output_tokens", "must be between 0 (the default prediction) and %d, got %d", maxExpectedOutputTokens, kv.ExpectedOutputTokens)
 	}
+	if d := kv.OverlapScoreCreditDecay; d < 0 || math.IsNaN(d) || math.IsInf(d, 0) {
+		k.err(p+".overlap_score_credit_decay", "must be a number >= 0, got %g", d)
+	}
 	if kv.DecodeActiveRequestWeight < 0 || math.IsNaN(kv.DecodeActiveRequestWeight) || math.IsInf(kv.DecodeActiveRequestWeight, 0) {
 		k.err(p+".decode_active_request_weight", "must be a number >= 0, got %g", kv.DecodeActiveRequestWeight)
 	}

@@ -17,6 +17,7 @@ func KVOptions(k config.KV) picker.KVOptions {
 	o := picker.KVOptions{OverlapScoreCredit: k.OverlapScoreCredit, PrefillLoadScale: k.PrefillLoadScale,
 		Temperature: k.RouterTemperature, ConditionalDisagg: k.ConditionalDisaggregation.Enabled,
 		DecodeBusyThreshold: k.ConditionalDisaggregation.DecodeBusyThreshold, DecodeActiveRequestWeight: k.DecodeActiveRequestWeight,
+		OverlapScoreCreditDecay: k.OverlapScoreCreditDecay,
 		Track: picker.Tracking{ActiveBlocks: k.TrackActiveBlocks, PrefillTokens: k.TrackPrefillTokens,
 			OutputBlocks: k.TrackOutputBlocks, ExpectedOutputTokens: k.ExpectedOutputTokens}}
 	// The TTL only matters when predicting; left out otherwise, so the

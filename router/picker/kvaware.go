@@ -54,6 +54,12 @@ type KVOptions struct {
 	// predicted block lasts (kv.DefaultPredictedTTL when 0).
 	PredictCache bool          `json:"predict_cache,omitempty"`
 	PredictedTTL time.Duration `json:"predicted_ttl,omitempty"`
+	// OverlapScoreCreditDecay shrinks a rank's overlap credit as its tracked
+	// prefill load rises above the least loaded candidate's: the credit is
+	// multiplied by 1 / (1 + decay × excess), excess being that backlog in
+	// blocks per block of this request. 0 turns it off; it needs
+	// Track.PrefillTokens.
+	OverlapScoreCreditDecay float64 `json:"overlap_score_credit_decay,omitempty"`
 	// DecodeActiveRequestWeight adds this many blocks to a rank's decode
 	// cost per request active on it (the core's account).
 	DecodeActiveRequestWeight float64 `json:"decode_active_request_weight,omitempty"`
@@ -91,6 +97,8 @@ type kvPolicy struct {
 	disagg bool
 	// now is the pick's time, for predictions (PredictCache).
 	now time.Time
+	// prefill and decode are each candidate's backlog, per pick.
+	prefill, decode []float64
 }
 
 // NewKVAware returns the KV-overlap-aware picker (docs/picker.md): prefill
@@ -288,11 +296,10 @@ func (k *kvPolicy) chooseKV(s *Scheduler, phase load.Phase, cands []candidate, r
 	o := k.opts
 	isl := float64(req.PromptTokens)
 	anyFresh := false
+	k.prefill, k.decode = k.prefill[:0], k.decode[:0]
+	minPrefill := math.Inf(1)
 	for i := range cands {
 		c := &cands[i]
-		bs := float64(max(c.w.BlockSize, 1))
-		ov := float64(k.overlapOf(c))
-		credit := o.OverlapScoreCredit * ov
 		sc := r.ScoreRef(c.ref, phase)
 		if c.admit(sc) {
 			anyFresh = true
@@ -317,6 +324,19 @@ func (k *kvPolicy) chooseKV(s *Scheduler, phase load.Phase, cands []candidate, r
 			prefillTokens += float64(sc.Tokens)
 		}
 		prefillTokens, decodeBlocks = s.withTracked(c, prefillTokens, decodeBlocks)
+		k.prefill, k.decode = append(k.prefill, prefillTokens), append(k.decode, decodeBlocks)
+		minPrefill = math.Min(minPrefill, prefillTokens)
+	}
+	decay := o.OverlapScoreCreditDecay > 0 && s.trackingLocked().PrefillTokens && s.active != nil
+	for i := range cands {
+		c := &cands[i]
+		bs := float64(max(c.w.BlockSize, 1))
+		ov := float64(k.overlapOf(c))
+		prefillTokens, decodeBlocks := k.prefill[i], k.decode[i]
+		credit := o.OverlapScoreCredit * ov
+		if decay {
+			credit *= creditDecay(o.OverlapScoreCreditDecay, prefillTokens-minPrefill, bs, isl)
+		}
 		decodeCost := decodeBlocks + math.Max(0, math.Ceil(isl/bs)-ov)
 		if decodeOnly {
 			c.cost = math.Max(0, decodeCost-credit)
@@ -345,6 +365,15 @@ func (k *kvPolicy) chooseKV(s *Scheduler, phase load.Phase, cands []candidate, r
 	}
 	sitOutStalled(cands)
 	return k.lowest(s, phase, cands, false)
+}
+
+// creditDecay is the share of its overlap credit a rank keeps with
+// excessTokens of tracked prefill backlog above the least loaded
+// candidate's: 1 / (1 + decay × excess blocks / the request's blocks), so
+// a decay of 1 halves the credit at one request's worth of excess.
+func creditDecay(decay, excessTokens, bs, isl float64) float64 {
+	requestBlocks := math.Max(1, math.Ceil(isl/bs))
+	return 1 / (1 + decay*(excessTokens/bs)/requestBlocks)
 }
 
 // lowest picks among the ok candidates: the lowest cost with ties on the
