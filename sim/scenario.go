@@ -319,6 +319,22 @@ func (k KVParams) Options() picker.KVOptions {
 	return o
 }
 
+// KVParamsOf is the parameters that describe o: Options(KVParamsOf(o))
+// is o. A re-simulated live run routes with the live router's settings.
+func KVParamsOf(o picker.KVOptions) KVParams {
+	k := KVParams{OverlapScoreCredit: &o.OverlapScoreCredit, PrefillLoadScale: &o.PrefillLoadScale,
+		RouterTemperature: o.Temperature, TrackActiveBlocks: o.Track.ActiveBlocks, TrackPrefillTokens: o.Track.PrefillTokens,
+		TrackOutputBlocks: o.Track.OutputBlocks, ExpectedOutputTokens: o.Track.ExpectedOutputTokens,
+		DecodeActiveRequestWeight: o.DecodeActiveRequestWeight, OverlapScoreCreditDecay: o.OverlapScoreCreditDecay}
+	k.ConditionalDisaggregation.Enabled = o.ConditionalDisagg
+	k.ConditionalDisaggregation.DecodeBusyThreshold = o.DecodeBusyThreshold
+	if o.PredictCache {
+		off := false
+		k.UseKVEvents, k.PredictedBlockTTL = &off, Duration(o.PredictedTTL)
+	}
+	return k
+}
+
 // Duration is a time.Duration written as "250ms", "5s".
 type Duration time.Duration
 

@@ -3,9 +3,12 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/router/picker"
 )
 
 const fleetOnlyYAML = `
@@ -47,6 +50,21 @@ func TestAFleetFileIsStillValidated(t *testing.T) {
 	} {
 		if _, err := ParseFleet([]byte(src)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// KVParamsOf inverts Options for every setting a live router records.
+func TestKVParamsOfRoundTrips(t *testing.T) {
+	busy := 0.6
+	for _, o := range []picker.KVOptions{
+		picker.DefaultKVOptions(),
+		{OverlapScoreCredit: 0.5, PrefillLoadScale: 8, Temperature: 0.3, ConditionalDisagg: true, DecodeBusyThreshold: &busy,
+			PredictCache: true, PredictedTTL: 5 * time.Second, DecodeActiveRequestWeight: 2, OverlapScoreCreditDecay: 1,
+			Track: picker.Tracking{ActiveBlocks: true, PrefillTokens: true, OutputBlocks: true, ExpectedOutputTokens: 64}},
+	} {
+		if got := KVParamsOf(o).Options(); !reflect.DeepEqual(got, o) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, o)
 		}
 	}
 }

@@ -54,12 +54,17 @@ func PrepareResimulation(rd *recorder.Reader, runID int64) (*Resimulation, error
 	}
 	if info.Kind == "sim" {
 		start = sim.Epoch.Add(sc.Warmup.Std())
-	} else if sc.Router.MaxStaleness == 0 {
+	} else {
+		// The live router's own settings: its staleness bound, and its KV
+		// and tracking options, or the re-simulation routes differently.
 		p, err := paramsOf(info)
 		if err != nil {
 			return nil, err
 		}
-		sc.Router.MaxStaleness = sim.Duration(p.maxStaleness)
+		if sc.Router.MaxStaleness == 0 {
+			sc.Router.MaxStaleness = sim.Duration(p.maxStaleness)
+		}
+		sc.Router.KV = sim.KVParamsOf(p.kv)
 	}
 	return &Resimulation{Run: info, Scenario: sc, Requests: reqs, Outcomes: outs, Start: start}, nil
 }
