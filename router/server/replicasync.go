@@ -18,13 +18,18 @@ func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks) error {
 	m := replicasync.NewMetrics()
 	m.Register(s.metrics.Registry)
 	ns := cfg.Dynamo.Discovery.Etcd.Namespace
-	rs, err := replicasync.New(replicasync.Options{Namespace: ns, Listen: e.ReplicaSyncListen, Peers: e.ReplicaPeers,
+	rs, err := replicasync.New(replicasync.Options{Transport: e.ReplicaSyncTransport, NATSURL: e.ReplicaSyncNATSURL,
+		Namespace: ns, Listen: e.ReplicaSyncListen, Peers: e.ReplicaPeers,
 		Log: s.log.With("component", "replica_sync"), Metrics: m})
 	if err != nil {
 		return err
 	}
 	s.replicaSync = rs
 	hooks.Sync, hooks.PeerGap, hooks.PeerRefused = rs.Publish, m.CountGap, m.CountRefused
-	s.log.Info("replica sync on", "replica", rs.ID(), "listen", rs.Addr(), "peers", len(e.ReplicaPeers))
+	if e.ReplicaSyncTransport == config.ReplicaSyncNATS {
+		s.log.Info("replica sync on", "replica", rs.ID(), "transport", "nats", "subject", rs.Topic())
+	} else {
+		s.log.Info("replica sync on", "replica", rs.ID(), "transport", "zmq", "listen", rs.Addr(), "peers", len(e.ReplicaPeers))
+	}
 	return nil
 }
