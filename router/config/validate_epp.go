@@ -81,6 +81,9 @@ func (k *checker) epp(c *Config) {
 func (k *checker) replicaSync(c *Config) {
 	e := c.EPP
 	const p = "epp"
+	if kv := c.Dynamo.KV; !kv.TrackActiveBlocks && !kv.TrackPrefillTokens && kv.DecodeActiveRequestWeight == 0 {
+		k.warn(p+".replica_sync", "on, but no active-sequence tracking is (dynamo.kv.track_active_blocks, track_prefill_tokens): this replica publishes only heartbeats and does not apply its peers' requests")
+	}
 	switch e.ReplicaSyncTransport {
 	case ReplicaSyncZMQ:
 		k.errIf(p+".replica_sync_listen", checkHostPort(e.ReplicaSyncListen, true))

@@ -513,6 +513,7 @@ func TestValidateEPPReplicaSync(t *testing.T) {
 		return func(c *Config) {
 			c.EPP.Enabled, c.EPP.ReplicaSync = true, true
 			c.EPP.ReplicaPeers = []string{"10.0.0.7:9010"}
+			c.Dynamo.KV.TrackActiveBlocks, c.Dynamo.KV.TrackPrefillTokens = true, true
 			f(&c.EPP)
 		}
 	}
@@ -526,6 +527,11 @@ func TestValidateEPPReplicaSync(t *testing.T) {
 	none := func(*EPP) {}
 	runRules(t, []ruleCase{
 		{"zmq with static peers", sync(none), wantOK, p + ".replica_peers", ""},
+		{"zmq tracking nothing", func(c *Config) {
+			sync(none)(c)
+			c.Dynamo.KV.TrackActiveBlocks, c.Dynamo.KV.TrackPrefillTokens = false, false
+		}, wantWarn, p + ".replica_sync", "no active-sequence tracking"},
+		{"zmq tracking prefill tokens only", func(c *Config) { sync(none)(c); c.Dynamo.KV.TrackActiveBlocks = false }, wantOK, p + ".replica_sync", ""},
 		{"zmq is the default", func(c *Config) { assert.Equal(t, ReplicaSyncZMQ, c.EPP.ReplicaSyncTransport) }, wantOK, "", ""},
 		{"zmq without peers", sync(func(e *EPP) { e.ReplicaPeers = nil }), wantWarn, p + ".replica_peers", "follows nobody"},
 		{"zmq bad peer", sync(func(e *EPP) { e.ReplicaPeers = []string{"10.0.0.7"} }), wantErr, p + ".replica_peers[0]", "host:port"},

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"maps"
+	"strconv"
+
+	"switchyard/router/admin"
 	"switchyard/router/config"
 	"switchyard/router/core"
 	"switchyard/router/replicasync"
@@ -24,7 +28,7 @@ func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks) error {
 	if err != nil {
 		return err
 	}
-	s.replicaSync = rs
+	s.replicaSync, s.replicaSyncTransport = rs, e.ReplicaSyncTransport
 	hooks.Sync, hooks.PeerGap, hooks.PeerRefused = rs.Publish, m.CountGap, m.CountRefused
 	if e.ReplicaSyncTransport == config.ReplicaSyncNATS {
 		s.log.Info("replica sync on", "replica", rs.ID(), "transport", "nats", "subject", rs.Topic())
@@ -32,4 +36,18 @@ func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks) error {
 		s.log.Info("replica sync on", "replica", rs.ID(), "transport", "zmq", "listen", rs.Addr(), "peers", len(e.ReplicaPeers))
 	}
 	return nil
+}
+
+// replicaSyncStatus is replica sync in the admin workers response: the
+// core's account of its peers; nil when sync is off.
+func (s *Server) replicaSyncStatus() *admin.ReplicaSyncJSON {
+	if s.replicaSync == nil {
+		return nil
+	}
+	st := s.core.PeerStats()
+	refused := map[string]uint64{}
+	maps.Copy(refused, st.Refused)
+	return &admin.ReplicaSyncJSON{Replica: strconv.FormatUint(s.replicaSync.ID(), 16), Transport: s.replicaSyncTransport,
+		Peers: st.Peers, Requests: st.Requests, Batches: st.Batches, Events: st.Events, Gaps: st.Gaps,
+		Expired: st.Expired, Dropped: st.Dropped, Refused: refused}
 }

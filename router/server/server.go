@@ -68,25 +68,26 @@ type Server struct {
 	peerSilentAfter time.Duration
 	// replicaSync publishes this replica's requests to its peers and
 	// follows theirs (epp.replica_sync); nil when off.
-	replicaSync *replicasync.Sync
-	discovery   *discoverysource.Supervisor
-	loadSubs    *eventplane.Supervisor
-	kvSubs      *eventplane.Supervisor
-	kvOn        atomic.Bool   // follow kv-events (KV-aware selection is on)
-	kick        chan struct{} // wakes the follower after kvOn changed
-	stopFollow  context.CancelFunc
-	followDone  chan struct{}
-	tickDone    chan struct{}
-	etcd        *embedded.Embedded
-	etcdTmpDir  string
-	gateway     *gateway.Gateway
-	http        *http.Server
-	listener    net.Listener
-	prompts     *prompts
-	reloads     *prometheus.CounterVec // switchyard_config_reloads_total
-	unserved    *unservedModels
-	closeOnce   sync.Once
-	silent      silentConns // connections that have sent nothing, ended on Close
+	replicaSync          *replicasync.Sync
+	replicaSyncTransport string
+	discovery            *discoverysource.Supervisor
+	loadSubs             *eventplane.Supervisor
+	kvSubs               *eventplane.Supervisor
+	kvOn                 atomic.Bool   // follow kv-events (KV-aware selection is on)
+	kick                 chan struct{} // wakes the follower after kvOn changed
+	stopFollow           context.CancelFunc
+	followDone           chan struct{}
+	tickDone             chan struct{}
+	etcd                 *embedded.Embedded
+	etcdTmpDir           string
+	gateway              *gateway.Gateway
+	http                 *http.Server
+	listener             net.Listener
+	prompts              *prompts
+	reloads              *prometheus.CounterVec // switchyard_config_reloads_total
+	unserved             *unservedModels
+	closeOnce            sync.Once
+	silent               silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
@@ -394,7 +395,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs}, s.maskedConfig)))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
 	mux.Handle("/anthropic/", s.gateway.Handler())
 	// Profiles for operators, behind the admin token like the admin API.
@@ -552,7 +553,10 @@ func (s *Server) Close() {
 type dynamoStatus struct {
 	*discoverysource.Supervisor
 	load, kv *eventplane.Supervisor
+	replica  func() *admin.ReplicaSyncJSON
 }
+
+func (d dynamoStatus) ReplicaSync() *admin.ReplicaSyncJSON { return d.replica() }
 
 func (d dynamoStatus) Subscriptions() []eventplane.SubscriptionInfo {
 	return append(d.load.Subscriptions(), d.kv.Subscriptions()...)
