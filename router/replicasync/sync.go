@@ -247,6 +247,13 @@ func (s *Sync) SetPeers(addrs []string) {
 	s.opts.Peers = slices.Clone(addrs)
 }
 
+// Peers are the addresses followed now (ZMQ).
+func (s *Sync) Peers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.opts.Peers)
+}
+
 // Close stops everything and waits for it.
 func (s *Sync) Close() {
 	s.mu.Lock()

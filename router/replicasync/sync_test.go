@@ -160,3 +160,29 @@ func shareActiveRequests(t *testing.T, reps []*replicaUnderTest) {
 	})
 	require.EqualValues(t, 1, a.core.PeerStats().Dropped)
 }
+
+// SetPeers changes whom a running replica follows: a peer added is
+// followed and its requests arrive, a peer removed is let go.
+func TestSetPeersFollowsAndLetsGo(t *testing.T) {
+	reps := newReplicas(t, 2, time.Minute, Options{Listen: "127.0.0.1:0"})
+	a, b := reps[0], reps[1]
+	for _, r := range reps {
+		r.sync.Start(r.core)
+		t.Cleanup(r.sync.Close)
+	}
+	require.Zero(t, testutil.ToFloat64(b.m.PeersConnected))
+	b.sync.SetPeers([]string{a.sync.Addr()})
+	eventually(t, "B follows A", func() bool { return testutil.ToFloat64(b.m.PeersConnected) == 1 })
+	sel, ok := a.core.Pick(request(1))
+	require.True(t, ok)
+	eventually(t, "A's request in B's account", func() bool { return b.core.ActiveLoad(rank(sel.Decode.WorkerID)).Requests == 1 })
+
+	b.sync.SetPeers([]string{a.sync.Addr()}) // the same peers: nothing changes
+	require.Equal(t, []string{a.sync.Addr()}, b.sync.Peers())
+	require.EqualValues(t, 1, testutil.ToFloat64(b.m.PeersConnected))
+	require.EqualValues(t, 1, testutil.ToFloat64(a.m.Subscribers), "not dialled again")
+	b.sync.SetPeers(nil)
+	eventually(t, "B lets A go", func() bool {
+		return testutil.ToFloat64(b.m.PeersConnected) == 0 && testutil.ToFloat64(a.m.Subscribers) == 0
+	})
+}

@@ -1,20 +1,25 @@
 package server
 
 import (
+	"fmt"
 	"maps"
+	"net"
+	"os"
+	"slices"
 	"strconv"
 
 	"switchyard/router/admin"
 	"switchyard/router/config"
 	"switchyard/router/core"
 	"switchyard/router/replicasync"
+	"switchyard/router/replicasync/peerservice"
 )
 
 // newReplicaSync binds the replica-sync PUB socket when epp.replica_sync
 // asks for it and points the core's hooks at it: the replica's own
 // changes are published, peers' gaps and refusals counted. It takes effect
 // at start only.
-func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks) error {
+func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks, o Options) error {
 	e := cfg.EPP
 	if !e.Enabled || !e.ReplicaSync {
 		return nil
@@ -30,6 +35,13 @@ func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks) error {
 	}
 	s.replicaSync, s.replicaSyncTransport = rs, e.ReplicaSyncTransport
 	hooks.Sync, hooks.PeerGap, hooks.PeerRefused = rs.Publish, m.CountGap, m.CountRefused
+	if e.PeerService != "" && e.ReplicaSyncTransport != config.ReplicaSyncNATS {
+		if err := s.followPeerService(cfg, o); err != nil {
+			rs.Close()
+			s.replicaSync = nil
+			return err
+		}
+	}
 	if e.ReplicaSyncTransport == config.ReplicaSyncNATS {
 		s.log.Info("replica sync on", "replica", rs.ID(), "transport", "nats", "subject", rs.Topic())
 	} else {
@@ -50,4 +62,47 @@ func (s *Server) replicaSyncStatus() *admin.ReplicaSyncJSON {
 	return &admin.ReplicaSyncJSON{Replica: strconv.FormatUint(s.replicaSync.ID(), 16), Transport: s.replicaSyncTransport,
 		Peers: st.Peers, Requests: st.Requests, Batches: st.Batches, Events: st.Events, Gaps: st.Gaps,
 		Expired: st.Expired, Dropped: st.Dropped, Refused: refused}
+}
+
+// followPeerService follows epp.peer_service: the Service's ready
+// endpoints in this Pod's namespace (POD_NAMESPACE, else the service
+// account's), this Pod's addresses (POD_IP, POD_IPS) left out, on the
+// replica-sync port, followed beside epp.replica_peers.
+func (s *Server) followPeerService(cfg *config.Config, o Options) error {
+	e := cfg.EPP
+	lookup := o.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	ns := peerservice.NamespaceFromEnvironment(lookup)
+	if ns == "" && cfg.Dynamo.Discovery.Source != config.SourceEtcd {
+		ns = cfg.Dynamo.Discovery.Kubernetes.Namespace
+	}
+	if ns == "" {
+		return fmt.Errorf("epp.peer_service: this Pod's namespace is unknown: set POD_NAMESPACE (the downward API's metadata.namespace)")
+	}
+	_, portStr, err := net.SplitHostPort(s.replicaSync.Addr())
+	if err != nil {
+		return err
+	}
+	port, _ := strconv.Atoi(portStr)
+	static := slices.Clone(e.ReplicaPeers)
+	rs := s.replicaSync
+	w, err := peerservice.Start(peerservice.Options{Namespace: ns, Service: e.PeerService, Port: port,
+		Self: peerservice.SelfFromEnvironment(lookup), REST: o.kubeREST, Log: s.log.With("component", "replica_sync"),
+		Set: func(found []string) {
+			peers := slices.Clone(static)
+			for _, p := range found {
+				if !slices.Contains(peers, p) {
+					peers = append(peers, p)
+				}
+			}
+			rs.SetPeers(peers)
+		}})
+	if err != nil {
+		return err
+	}
+	s.peerService = w
+	s.log.Info("replica sync: peers from a Service", "namespace", ns, "service", e.PeerService, "port", port)
+	return nil
 }

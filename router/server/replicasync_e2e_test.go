@@ -7,28 +7,24 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials/insecure"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"switchyard/fakefleet/fleet"
 	"switchyard/internal/extproctest"
+	"switchyard/internal/kubetest"
 	"switchyard/router/admin"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
 )
-
-// freePort returns a loopback address nothing listens on now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // withReplicaSync turns replica sync on over ZMQ, this replica on listen,
 // every replica (itself included) in peers, with the active-sequence
@@ -68,6 +64,10 @@ func routeHeld(t *testing.T, srv *Server, prompt string) (*extproctest.Held, uin
 	return h, id
 }
 
+// pickerSetup configures replica i (0 or 1) of a pair and returns its
+// options.
+type pickerSetup func(cfg *config.Config, i int) Options
+
 // Two endpoint pickers (router/server with epp on) over one fake fleet,
 // replica sync on over ZMQ with one static peer list naming both: a
 // request the first routes, still in flight, is in the second's account
@@ -75,14 +75,102 @@ func routeHeld(t *testing.T, srv *Server, prompt string) (*extproctest.Held, uin
 // reaches the first. /metrics shows the sync, and the admin workers
 // response the core's account of its peers.
 func TestTwoEndpointPickersShareTheirLoad(t *testing.T) {
-	addrA, addrB := freePort(t), freePort(t)
-	peers := []string{addrA, addrB}
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	twoPickersShareTheirLoad(t, func(cfg *config.Config, i int) Options {
+		withReplicaSync(cfg, addrs[i], addrs)
+		return Options{}
+	})
+}
+
+// The same pair, the first finding the second through a Service on a real
+// API server. The API server refuses loopback endpoints, so the second
+// listens on this machine's own address, which the Service's
+// EndpointSlice lists beside an address standing for the first
+// (POD_IP, left out); the first listens on loopback with the same port (a
+// replica dials its peers on its own sync port) and the second follows it
+// through a static peer.
+func TestTwoEndpointPickersFindEachOtherThroughAService(t *testing.T) {
+	hostIP := nonLoopbackAddr(t)
+	const selfIP = "10.255.0.1"
+	port := freeOnBoth(t, []string{"127.0.0.1", hostIP})
+	ns := kubetest.Namespace(t)
+	ready := true
+	family := discoveryv1.AddressTypeIPv4
+	if strings.Contains(hostIP, ":") {
+		t.Fatalf("the test expects an IPv4 host address, got %s", hostIP)
+	}
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "epp-peers-x", Labels: map[string]string{discoveryv1.LabelServiceName: "epp-peers"}},
+		AddressType: family,
+	}
+	for _, ip := range []string{selfIP, hostIP} {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	}
+	_, err := kubetest.Client(t).DiscoveryV1().EndpointSlices(ns).Create(context.Background(), sl, metav1.CreateOptions{})
+	require.NoError(t, err)
+	a := net.JoinHostPort("127.0.0.1", port)
+	b := net.JoinHostPort(hostIP, port)
+	srvA := twoPickersShareTheirLoad(t, func(cfg *config.Config, i int) Options {
+		if i == 1 { // a copy of the first's configuration
+			withReplicaSync(cfg, b, []string{a})
+			cfg.EPP.PeerService = ""
+			return Options{}
+		}
+		withReplicaSync(cfg, a, nil)
+		cfg.EPP.PeerService = "epp-peers"
+		env := map[string]string{"POD_NAMESPACE": ns, "POD_IP": selfIP}
+		return Options{kubeREST: kubetest.Config(t), lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	})
+	require.Equal(t, []string{b}, srvA.replicaSync.Peers(), "the Service's other endpoint, on the sync port, itself left out")
+}
+
+// nonLoopbackAddr is an IPv4 address of this machine that is not loopback.
+func nonLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
+			return ipn.IP.String()
+		}
+	}
+	msg := "this machine has no IPv4 address but loopback, which the test's EndpointSlice needs"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// freeOnBoth finds a port free on every one of the addresses.
+func freeOnBoth(t *testing.T, ips []string) string {
+	t.Helper()
+	for range 20 {
+		port := freeAddr(t)[len("127.0.0.1:"):]
+		free := true
+		for _, ip := range ips {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return port
+		}
+	}
+	t.Fatal("no port free on every address")
+	return ""
+}
+
+func twoPickersShareTheirLoad(t *testing.T, setup pickerSetup) *Server {
+	t.Helper()
 	var cfgA *config.Config
 	k := startKVStack(t, fleet.Spec{Aggregated: 2}, func(cfg *config.Config) Options {
 		withEPP(cfg)
-		withReplicaSync(cfg, addrA, peers)
 		cfgA = cfg
-		return Options{}
+		return setup(cfg, 0)
 	})
 	a := k.srv
 
@@ -91,10 +179,10 @@ func TestTwoEndpointPickersShareTheirLoad(t *testing.T) {
 	cfgB.Dynamo.Discovery.Etcd.Embedded.Enabled = false
 	cfgB.Dynamo.Discovery.Etcd.Embedded.Listen = ""
 	cfgB.Dynamo.Discovery.Etcd.Endpoints = []string{a.EtcdEndpoint()}
-	withReplicaSync(cfgB, addrB, peers)
+	optsB := setup(cfgB, 1)
 	errs, _ := cfgB.Validate()
 	require.Empty(t, errs)
-	b, err := NewWithOptions(cfgB, slog.New(slog.DiscardHandler), Options{})
+	b, err := NewWithOptions(cfgB, slog.New(slog.DiscardHandler), optsB)
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	eventually(t, "B discovers the fleet", func() bool {
@@ -119,10 +207,11 @@ func TestTwoEndpointPickersShareTheirLoad(t *testing.T) {
 	eventually(t, "B's request in A's account", func() bool { return replicaStatus(t, a).Requests == 1 })
 
 	require.Positive(t, metricValue(t, a, "switchyard_replica_sync_events_published_total"))
-	require.Positive(t, metricValue(t, b, "switchyard_replica_sync_events_received_total"), metricValue(t, a, "switchyard_replica_sync_batches_published_total"))
+	require.Positive(t, metricValue(t, b, "switchyard_replica_sync_events_received_total"))
 	require.Positive(t, metricValue(t, b, "switchyard_replica_sync_batches_published_total"))
 	require.Zero(t, metricValue(t, b, "switchyard_replica_sync_batch_gaps_total"))
 	require.Zero(t, replicaStatus(t, b).Gaps)
+	return a
 }
 
 func extprocClient(t *testing.T, srv *Server) extprocv3.ExternalProcessorClient {

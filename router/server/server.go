@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
+	"k8s.io/client-go/rest"
 
 	"switchyard/recorder"
 	"switchyard/router/admin"
@@ -41,6 +42,7 @@ import (
 	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/replicasync"
+	"switchyard/router/replicasync/peerservice"
 )
 
 // Server is one running router process.
@@ -70,6 +72,7 @@ type Server struct {
 	// follows theirs (epp.replica_sync); nil when off.
 	replicaSync          *replicasync.Sync
 	replicaSyncTransport string
+	peerService          *peerservice.Watcher // follows epp.peer_service's EndpointSlices; nil when unset
 	discovery            *discoverysource.Supervisor
 	loadSubs             *eventplane.Supervisor
 	kvSubs               *eventplane.Supervisor
@@ -112,6 +115,10 @@ type Options struct {
 	kvStaleAfter, tickEvery time.Duration
 	// peerSilentAfter replaces core.PeerSilentAfter (tests).
 	peerSilentAfter time.Duration
+	// lookupEnv replaces os.LookupEnv and kubeREST the Kubernetes
+	// credentials for epp.peer_service (tests).
+	lookupEnv func(string) (string, bool)
+	kubeREST  *rest.Config
 }
 
 // New validates cfg and starts everything it asks for. The caller owns
@@ -153,7 +160,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	start := s.coreSettings(cfg)
 	hooks := core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
 		KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery}
-	if err := s.newReplicaSync(cfg, &hooks); err != nil {
+	if err := s.newReplicaSync(cfg, &hooks, o); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -519,6 +526,9 @@ func (s *Server) Close() {
 		}
 		if s.discovery != nil {
 			s.discovery.Stop()
+		}
+		if s.peerService != nil {
+			s.peerService.Close()
 		}
 		if s.replicaSync != nil {
 			s.replicaSync.Close()
