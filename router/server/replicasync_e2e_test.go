@@ -21,6 +21,7 @@ import (
 	"switchyard/fakefleet/fleet"
 	"switchyard/internal/extproctest"
 	"switchyard/internal/kubetest"
+	"switchyard/internal/natstest"
 	"switchyard/router/admin"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
@@ -78,6 +79,16 @@ func TestTwoEndpointPickersShareTheirLoad(t *testing.T) {
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	twoPickersShareTheirLoad(t, func(cfg *config.Config, i int) Options {
 		withReplicaSync(cfg, addrs[i], addrs)
+		return Options{}
+	})
+}
+
+// The same pair over a real nats-server: no listener, no peer list.
+func TestTwoEndpointPickersShareTheirLoadOverNATS(t *testing.T) {
+	srv := natstest.Start(t)
+	twoPickersShareTheirLoad(t, func(cfg *config.Config, _ int) Options {
+		withReplicaSync(cfg, "", nil)
+		cfg.EPP.ReplicaSyncTransport, cfg.EPP.ReplicaSyncNATSURL = config.ReplicaSyncNATS, srv.URL
 		return Options{}
 	})
 }
@@ -189,14 +200,18 @@ func twoPickersShareTheirLoad(t *testing.T, setup pickerSetup) *Server {
 		s := b.Discovery().Snapshot()
 		return len(s.Workers) == 2 && s.CountPublishers(discovery.TopicKVEvents) == 2
 	})
+	transport := cfgB.EPP.ReplicaSyncTransport
 	for _, srv := range []*Server{a, b} {
 		eventually(t, "each picker follows its peer", func() bool {
+			if transport == config.ReplicaSyncNATS {
+				return metricValue(t, srv, "switchyard_replica_sync_nats_connected") == 1 && replicaStatus(t, srv).Peers == 1
+			}
 			return metricValue(t, srv, "switchyard_replica_sync_peers_connected") == 1 &&
 				metricValue(t, srv, "switchyard_replica_sync_subscribers") == 1 && replicaStatus(t, srv).Peers == 1
 		})
 	}
 	stA, stB := replicaStatus(t, a), replicaStatus(t, b)
-	require.Equal(t, "zmq", stA.Transport)
+	require.Equal(t, transport, stA.Transport)
 	require.NotEqual(t, stA.Replica, stB.Replica)
 	require.Zero(t, stB.Requests)
 

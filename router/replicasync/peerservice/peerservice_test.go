@@ -8,7 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"switchyard/internal/kubetest"
 )
@@ -101,4 +104,38 @@ func TestSelfAndNamespaceFromEnvironment(t *testing.T) {
 func TestStartRefusesMissingOptions(t *testing.T) {
 	_, err := Start(Options{Namespace: "ns", Service: "s", Port: 0, Set: func([]string) {}})
 	require.ErrorContains(t, err, "required")
+}
+
+// The watcher works with exactly the rule docs/epp.md prescribes: get,
+// list and watch on EndpointSlices in its namespace, nothing else.
+func TestPeersNeedOnlyEndpointSliceReadAccess(t *testing.T) {
+	ns := kubetest.Namespace(t)
+	cs := kubetest.Client(t)
+	ctx := context.Background()
+	name := "peer-reader-" + ns
+	user := kubetest.User(t, name)
+	_, err := kubernetes.NewForConfigOrDie(user).DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "without the Role the user may not list EndpointSlices: %v", err)
+
+	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "peer-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"},
+			Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "peer-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "peer-reader"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("epp-peers-a", "epp-peers", discoveryv1.AddressTypeIPv4,
+		ep{"10.0.0.1", yes(), nil}), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	got := make(chan []string, 16)
+	w, err := Start(Options{Namespace: ns, Service: "epp-peers", Port: 9010, Set: func(p []string) { got <- p }, REST: user})
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	waitPeers(t, got, "10.0.0.1:9010")
 }
