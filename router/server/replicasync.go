@@ -15,10 +15,11 @@ import (
 	"switchyard/router/replicasync/peerservice"
 )
 
-// newReplicaSync binds the replica-sync PUB socket when epp.replica_sync
-// asks for it and points the core's hooks at it: the replica's own
-// changes are published, peers' gaps and refusals counted. It takes effect
-// at start only.
+// newReplicaSync binds the replica-sync PUB socket (ZMQ) or connects to
+// the NATS server when epp.replica_sync asks for it, follows
+// epp.peer_service's endpoints when set, and points the core's hooks at
+// it: the replica's own changes are published, peers' gaps and refusals
+// counted. It takes effect at start only.
 func (s *Server) newReplicaSync(cfg *config.Config, hooks *core.Hooks, o Options) error {
 	e := cfg.EPP
 	if !e.Enabled || !e.ReplicaSync {

@@ -68,29 +68,32 @@ type Server struct {
 	kvStaleAfter time.Duration
 	// peerSilentAfter is Options.peerSilentAfter (tests).
 	peerSilentAfter time.Duration
+	// replicaSyncTransport is the transport replicaSync runs on;
+	// peerService follows epp.peer_service's EndpointSlices (nil when
+	// unset).
+	replicaSyncTransport string
+	peerService          *peerservice.Watcher
 	// replicaSync publishes this replica's requests to its peers and
 	// follows theirs (epp.replica_sync); nil when off.
-	replicaSync          *replicasync.Sync
-	replicaSyncTransport string
-	peerService          *peerservice.Watcher // follows epp.peer_service's EndpointSlices; nil when unset
-	discovery            *discoverysource.Supervisor
-	loadSubs             *eventplane.Supervisor
-	kvSubs               *eventplane.Supervisor
-	kvOn                 atomic.Bool   // follow kv-events (KV-aware selection is on)
-	kick                 chan struct{} // wakes the follower after kvOn changed
-	stopFollow           context.CancelFunc
-	followDone           chan struct{}
-	tickDone             chan struct{}
-	etcd                 *embedded.Embedded
-	etcdTmpDir           string
-	gateway              *gateway.Gateway
-	http                 *http.Server
-	listener             net.Listener
-	prompts              *prompts
-	reloads              *prometheus.CounterVec // switchyard_config_reloads_total
-	unserved             *unservedModels
-	closeOnce            sync.Once
-	silent               silentConns // connections that have sent nothing, ended on Close
+	replicaSync *replicasync.Sync
+	discovery   *discoverysource.Supervisor
+	loadSubs    *eventplane.Supervisor
+	kvSubs      *eventplane.Supervisor
+	kvOn        atomic.Bool   // follow kv-events (KV-aware selection is on)
+	kick        chan struct{} // wakes the follower after kvOn changed
+	stopFollow  context.CancelFunc
+	followDone  chan struct{}
+	tickDone    chan struct{}
+	etcd        *embedded.Embedded
+	etcdTmpDir  string
+	gateway     *gateway.Gateway
+	http        *http.Server
+	listener    net.Listener
+	prompts     *prompts
+	reloads     *prometheus.CounterVec // switchyard_config_reloads_total
+	unserved    *unservedModels
+	closeOnce   sync.Once
+	silent      silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
