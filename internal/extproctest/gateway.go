@@ -333,3 +333,37 @@ func apply(h http.Header, m *extprocv3.HeaderMutation) {
 		h.Set(o.GetHeader().GetKey(), value(o.GetHeader()))
 	}
 }
+
+// Held is a request the picker routed whose ext_proc stream is still
+// open: the picker counts it in flight, as while a worker generates, until
+// Close ends the stream (the picker then ends it as cancelled).
+type Held struct {
+	// Header is the request's headers after the picker's mutations (its
+	// x-dynamo-* pins among them).
+	Header http.Header
+	// Destination is the endpoint the picker named; Immediate is its
+	// answer instead when it routed nowhere.
+	Destination string
+	Immediate   *extprocv3.ImmediateResponse
+	cancel      context.CancelFunc
+}
+
+// Close ends the stream.
+func (h *Held) Close() { h.cancel() }
+
+// Route sends one request's headers and body as the gateway does and
+// reads the picker's decision, leaving the stream open.
+func (g *Gateway) Route(ctx context.Context, r *http.Request, body []byte) (*Held, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := g.Picker.Process(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	out, err := g.requestPhase(stream, r, body)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Held{Header: out.header, Destination: out.destination, Immediate: out.immediate, cancel: cancel}, nil
+}

@@ -36,6 +36,32 @@ type WorkersResponse struct {
 	LoadPublishers    int                `json:"load_publishers"`
 	KVEventPublishers int                `json:"kv_event_publishers"`
 	Subscriptions     []SubscriptionJSON `json:"subscriptions,omitempty"`
+	// ReplicaSync is what replica sync did to the active-sequence
+	// account; absent when it is off.
+	ReplicaSync *ReplicaSyncJSON `json:"replica_sync,omitempty"`
+}
+
+// ReplicaSyncStatus is read by the workers endpoint when the DynamoStatus
+// also implements it.
+type ReplicaSyncStatus interface {
+	// ReplicaSync is nil when replica sync is off.
+	ReplicaSync() *ReplicaSyncJSON
+}
+
+// ReplicaSyncJSON is this replica's replica sync: its id, its transport
+// and the routing core's account of its peers (never their addresses).
+type ReplicaSyncJSON struct {
+	Replica   string `json:"replica"` // hexadecimal
+	Transport string `json:"transport"`
+	Peers     int    `json:"peers"`    // peers followed now
+	Requests  int    `json:"requests"` // peer requests tracked now
+	Batches   uint64 `json:"batches"`  // peer batches applied
+	Events    uint64 `json:"events"`   // peer events applied
+	Gaps      uint64 `json:"gaps"`     // batches peers sent that never arrived
+	Expired   uint64 `json:"expired"`  // peer requests let go by the request time rule
+	Dropped   uint64 `json:"dropped"`  // peers dropped for silence
+	// Refused counts peer events not applied, by reason.
+	Refused map[string]uint64 `json:"refused"`
 }
 
 // SubscriptionJSON is one running subscription; never its address.
@@ -113,6 +139,9 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 		resp.Subscriptions = append(resp.Subscriptions, SubscriptionJSON{
 			Family: s.Family, PublisherID: strconv.FormatUint(s.PublisherID, 10), Namespace: s.Namespace,
 			Component: s.Component, State: s.State.String(), Transport: s.Transport})
+	}
+	if rs, ok := st.(ReplicaSyncStatus); ok {
+		resp.ReplicaSync = rs.ReplicaSync()
 	}
 	return resp
 }

@@ -59,8 +59,9 @@ type EPP struct {
 	// credit decay, the decode active-request weight and use_kv_events
 	// are dynamo.kv settings, shared with the gateway.
 	// ReplicaSync shares active-sequence state between replicas
-	// (DYN_ROUTER_REPLICA_SYNC); PeerService names their Service
-	// (DYN_EPP_PEER_SERVICE).
+	// (DYN_ROUTER_REPLICA_SYNC); PeerService names the Service, in the
+	// endpoint picker's own Kubernetes namespace, whose ready endpoints
+	// are the ZMQ peers (DYN_EPP_PEER_SERVICE).
 	ReplicaSync bool   `yaml:"replica_sync"`
 	PeerService string `yaml:"peer_service"`
 	// FallbackEndpoints lists up to this many next-best workers after the
@@ -68,8 +69,16 @@ type EPP struct {
 	// first does not answer (standalone mode only: in dynamo mode every
 	// endpoint would receive the first pick's worker pins).
 	FallbackEndpoints int `yaml:"fallback_endpoints"`
+	// ReplicaSyncTransport is zmq (each replica binds a PUB socket and
+	// subscribes to its peers') or nats (every replica publishes and
+	// subscribes on one subject of ReplicaSyncNATSURL's server).
+	ReplicaSyncTransport string `yaml:"replica_sync_transport"`
+	// ReplicaSyncNATSURL is the NATS server of transport nats,
+	// nats://host:port (a comma-separated list for a cluster).
+	ReplicaSyncNATSURL string `yaml:"replica_sync_nats_url"`
 	// ReplicaSyncListen is the address of this replica's replica-sync PUB
-	// socket (ZMQ), host:port.
+	// socket (ZMQ), host:port; its port is also the port of the peers
+	// found through PeerService.
 	ReplicaSyncListen string `yaml:"replica_sync_listen"`
 	// ReplicaPeers are the peers' replica-sync PUB addresses, host:port;
 	// this replica's own address may be listed (the same list for every
@@ -80,11 +89,17 @@ type EPP struct {
 // MaxFallbackEndpoints caps epp.fallback_endpoints.
 const MaxFallbackEndpoints = 8
 
+// Replica-sync transports.
+const (
+	ReplicaSyncZMQ  = "zmq"
+	ReplicaSyncNATS = "nats"
+)
+
 // DefaultReplicaSyncListen is where a replica publishes its replica-sync
 // batches.
 const DefaultReplicaSyncListen = ":9010"
 
 func defaultEPP() EPP {
 	return EPP{Listen: DefaultEPPListen, Mode: EPPModeDynamo, TargetPort: 8000, RequestBodyMode: BodyModeFullDuplexStreamed,
-		ReplicaSyncListen: DefaultReplicaSyncListen}
+		ReplicaSyncTransport: ReplicaSyncZMQ, ReplicaSyncListen: DefaultReplicaSyncListen}
 }

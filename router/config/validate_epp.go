@@ -1,6 +1,11 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
 
 // maxKVCacheBlockSize bounds epp.kv_cache_block_size; engines use a few
 // dozen tokens per block, never this many.
@@ -59,12 +64,20 @@ func (k *checker) epp(c *Config) {
 	if e.KVCacheBlockSize < 0 || e.KVCacheBlockSize > maxKVCacheBlockSize {
 		k.err(p+".kv_cache_block_size", "must be between 0 (from the cards) and %d, got %d", maxKVCacheBlockSize, e.KVCacheBlockSize)
 	}
-	// What the router does not do yet is refused rather than ignored: a
-	// setting that silently changed nothing would mislead.
-	notYet := func(field, what string) {
-		k.err(p+"."+field, "%s is not in this build yet; leave it at its default", what)
-	}
 	if e.ReplicaSync {
+		k.replicaSync(c)
+	}
+}
+
+// replicaSync checks the replica-sync settings of a replica with sync on.
+func (k *checker) replicaSync(c *Config) {
+	e := c.EPP
+	const p = "epp"
+	if kv := c.Dynamo.KV; !kv.TrackActiveBlocks && !kv.TrackPrefillTokens && kv.DecodeActiveRequestWeight == 0 {
+		k.warn(p+".replica_sync", "on, but no active-sequence tracking is (dynamo.kv.track_active_blocks, track_prefill_tokens): this replica publishes only heartbeats and does not apply its peers' requests")
+	}
+	switch e.ReplicaSyncTransport {
+	case ReplicaSyncZMQ:
 		k.errIf(p+".replica_sync_listen", checkHostPort(e.ReplicaSyncListen, true))
 		for _, l := range []struct{ name, addr string }{{"epp.listen", e.Listen}, {"server.bind_address", c.Server.BindAddress}} {
 			if sameListener(e.ReplicaSyncListen, l.addr) {
@@ -78,10 +91,83 @@ func (k *checker) epp(c *Config) {
 			k.errIf(fmt.Sprintf("%s.replica_peers[%d]", p, i), checkHostPort(a, false))
 		}
 		if e.PeerService != "" {
-			notYet("peer_service", "finding replica-sync peers through a Kubernetes Service")
+			k.errIf(p+".peer_service", labelProblem(e.PeerService))
+			if _, port, err := net.SplitHostPort(e.ReplicaSyncListen); err == nil && port == "0" {
+				k.err(p+".replica_sync_listen", "a fixed port is needed with peer_service: the peers found through the Service are dialled on it")
+			}
 		}
 		if len(e.ReplicaPeers) == 0 && e.PeerService == "" {
 			k.warn(p+".replica_peers", "replica_sync is on but no peers are listed: this replica publishes and follows nobody")
 		}
+		if e.ReplicaSyncNATSURL != "" {
+			k.err(p+".replica_sync_nats_url", "set, but replica_sync_transport is zmq: set the transport to nats, or remove the URL")
+		}
+	case ReplicaSyncNATS:
+		k.errIf(p+".replica_sync_nats_url", natsURLProblem(e.ReplicaSyncNATSURL))
+		if len(e.ReplicaPeers) > 0 {
+			k.err(p+".replica_peers", "listed, but over NATS every replica reaches its peers through the server's subject: remove them, or use replica_sync_transport: zmq")
+		}
+		if e.PeerService != "" {
+			k.err(p+".peer_service", "set, but over NATS peers are not dialled: remove it, or use replica_sync_transport: zmq")
+		}
+		if pr := natsSubjectTokenProblem(c.Dynamo.Discovery.Etcd.Namespace); pr != "" {
+			k.err("dynamo.discovery.etcd.namespace", "names the replica-sync NATS subject switchyard.replica_sync.<namespace>, so it %s", pr)
+		}
+	default:
+		k.err(p+".replica_sync_transport", "must be zmq or nats, got %q", e.ReplicaSyncTransport)
 	}
+}
+
+// maxNATSServers bounds the servers of replica_sync_nats_url.
+const maxNATSServers = 16
+
+// natsURLProblem checks a NATS server URL, or a comma-separated list of
+// them: nats or tls scheme, a host, no credentials (authentication is not
+// in this build), no path or query.
+func natsURLProblem(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "must name the NATS server (nats://host:4222) with replica_sync_transport: nats"
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > maxNATSServers {
+		return fmt.Sprintf("at most %d servers, got %d", maxNATSServers, len(parts))
+	}
+	for _, raw := range parts {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil || raw == "":
+			return fmt.Sprintf("%q is not a valid URL", raw)
+		case u.Scheme != "nats" && u.Scheme != "tls":
+			return fmt.Sprintf("%q: the scheme must be nats:// or tls://", raw)
+		case u.User != nil:
+			return fmt.Sprintf("%q carries credentials: NATS authentication is not in this build", u.Redacted())
+		case u.Hostname() == "":
+			return fmt.Sprintf("%q names no host", raw)
+		case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+			return fmt.Sprintf("%q: a NATS URL has no path, query or fragment", raw)
+		}
+		if port := u.Port(); port != "" {
+			if pr := checkHostPort(u.Host, false); pr != "" {
+				return fmt.Sprintf("%q: %s", raw, pr)
+			}
+		}
+	}
+	return ""
+}
+
+// natsSubjectTokenProblem checks that a namespace makes a usable NATS
+// subject after "switchyard.replica_sync.": dot-separated non-empty
+// tokens without the wildcards '*' and '>' (whitespace is refused for
+// every namespace already).
+func natsSubjectTokenProblem(ns string) string {
+	for tok := range strings.SplitSeq(ns, ".") {
+		switch {
+		case tok == "":
+			return "must not start or end with a dot, nor hold two in a row"
+		case tok == "*" || tok == ">":
+			return "must not hold a NATS wildcard ('*' or '>' alone between dots)"
+		}
+	}
+	return ""
 }

@@ -609,3 +609,62 @@ func TestArtifactPinsIncludeThePoolsFiles(t *testing.T) {
 	assert.Equal(t, []string{a, b}, c.ArtifactPins())
 	assert.Equal(t, []string{a}, c.Dynamo.KV.PinnedArtifacts, "the configured list is not changed")
 }
+
+func TestValidateEPPReplicaSync(t *testing.T) {
+	const p = "epp"
+	sync := func(f func(e *EPP)) func(*Config) {
+		return func(c *Config) {
+			c.EPP.Enabled, c.EPP.ReplicaSync = true, true
+			c.EPP.ReplicaPeers = []string{"10.0.0.7:9010"}
+			c.Dynamo.KV.TrackActiveBlocks, c.Dynamo.KV.TrackPrefillTokens = true, true
+			f(&c.EPP)
+		}
+	}
+	overNATS := func(f func(e *EPP)) func(*Config) {
+		return sync(func(e *EPP) {
+			e.ReplicaPeers = nil
+			e.ReplicaSyncTransport, e.ReplicaSyncNATSURL = ReplicaSyncNATS, "nats://nats.dynamo:4222"
+			f(e)
+		})
+	}
+	none := func(*EPP) {}
+	runRules(t, []ruleCase{
+		{"zmq with static peers", sync(none), wantOK, p + ".replica_peers", ""},
+		{"zmq tracking nothing", func(c *Config) {
+			sync(none)(c)
+			c.Dynamo.KV.TrackActiveBlocks, c.Dynamo.KV.TrackPrefillTokens = false, false
+		}, wantWarn, p + ".replica_sync", "no active-sequence tracking"},
+		{"zmq tracking prefill tokens only", func(c *Config) { sync(none)(c); c.Dynamo.KV.TrackActiveBlocks = false }, wantOK, p + ".replica_sync", ""},
+		{"zmq is the default", func(c *Config) { assert.Equal(t, ReplicaSyncZMQ, c.EPP.ReplicaSyncTransport) }, wantOK, "", ""},
+		{"zmq without peers", sync(func(e *EPP) { e.ReplicaPeers = nil }), wantWarn, p + ".replica_peers", "follows nobody"},
+		{"zmq bad peer", sync(func(e *EPP) { e.ReplicaPeers = []string{"10.0.0.7"} }), wantErr, p + ".replica_peers[0]", "host:port"},
+		{"zmq listener collides", sync(func(e *EPP) { e.ReplicaSyncListen = e.Listen }), wantErr, p + ".replica_sync_listen", "collides"},
+		{"zmq with a NATS URL", sync(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://n:4222" }), wantErr, p + ".replica_sync_nats_url", "transport is zmq"},
+		{"peer service", sync(func(e *EPP) { e.ReplicaPeers, e.PeerService = nil, "epp-peers" }), wantOK, p + ".replica_peers", ""},
+		{"peer service beside static peers", sync(func(e *EPP) { e.PeerService = "epp-peers" }), wantOK, "", ""},
+		{"peer service not a name", sync(func(e *EPP) { e.PeerService = "EPP Peers" }), wantErr, p + ".peer_service", "DNS-1123 label"},
+		{"peer service on port 0", sync(func(e *EPP) { e.PeerService, e.ReplicaSyncListen = "epp-peers", ":0" }), wantErr, p + ".replica_sync_listen", "fixed port"},
+		{"peer service with sync off", func(c *Config) { c.EPP.Enabled, c.EPP.PeerService = true, "epp-peers" }, wantOK, "", ""},
+		{"unknown transport", sync(func(e *EPP) { e.ReplicaSyncTransport = "kafka" }), wantErr, p + ".replica_sync_transport", `zmq or nats, got "kafka"`},
+		{"nats", overNATS(none), wantOK, "", ""},
+		{"nats cluster", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://a:4222, tls://b:4222,nats://[fd00::1]:4222" }), wantOK, "", ""},
+		{"nats default port", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://nats" }), wantOK, "", ""},
+		{"nats listen unchecked", overNATS(func(e *EPP) { e.ReplicaSyncListen = e.Listen }), wantOK, "", ""},
+		{"nats without URL", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = " " }), wantErr, p + ".replica_sync_nats_url", "must name the NATS server"},
+		{"nats scheme", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "http://n:4222" }), wantErr, p + ".replica_sync_nats_url", "nats:// or tls://"},
+		{"nats no scheme", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "n:4222" }), wantErr, p + ".replica_sync_nats_url", "nats:// or tls://"},
+		{"nats credentials", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://u:secret@n:4222" }), wantErr, p + ".replica_sync_nats_url", "credentials"},
+		{"nats credentials not echoed", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://u:secret@n:4222" }), wantErr, p + ".replica_sync_nats_url", "u:xxxxx@n"},
+		{"nats no host", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://:4222" }), wantErr, p + ".replica_sync_nats_url", "no host"},
+		{"nats bad port", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://n:99999" }), wantErr, p + ".replica_sync_nats_url", "port"},
+		{"nats path", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://n:4222/x" }), wantErr, p + ".replica_sync_nats_url", "no path"},
+		{"nats empty list entry", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = "nats://a:4222,,nats://b:4222" }), wantErr, p + ".replica_sync_nats_url", "not a valid URL"},
+		{"nats too many servers", overNATS(func(e *EPP) { e.ReplicaSyncNATSURL = strings.Repeat("nats://n:4222,", 16) + "nats://n:4222" }), wantErr, p + ".replica_sync_nats_url", "at most 16"},
+		{"nats with static peers", overNATS(func(e *EPP) { e.ReplicaPeers = []string{"10.0.0.7:9010"} }), wantErr, p + ".replica_peers", "over NATS"},
+		{"nats with a peer service", overNATS(func(e *EPP) { e.PeerService = "epp-peers" }), wantErr, p + ".peer_service", "over NATS"},
+		{"nats dotted namespace", func(c *Config) { overNATS(none)(c); c.Dynamo.Discovery.Etcd.Namespace = "team.prod" }, wantOK, "", ""},
+		{"nats wildcard namespace", func(c *Config) { overNATS(none)(c); c.Dynamo.Discovery.Etcd.Namespace = "team.>" }, wantErr, "dynamo.discovery.etcd.namespace", "wildcard"},
+		{"nats empty token namespace", func(c *Config) { overNATS(none)(c); c.Dynamo.Discovery.Etcd.Namespace = "team." }, wantErr, "dynamo.discovery.etcd.namespace", "dot"},
+		{"transport unchecked with sync off", func(c *Config) { c.EPP.Enabled, c.EPP.ReplicaSyncTransport = true, "kafka" }, wantOK, "", ""},
+	})
+}

@@ -5,11 +5,13 @@
 // way shows as a gap in its sender's sequence, counted by the core, and
 // the core's time rules let go of what a lost end would have released.
 //
-// The transport is ZMQ: each replica binds a PUB socket (the project's
-// zmtp.PubConn) and subscribes, with the project's bounded SUB client, to
-// each peer's. A batch is two frames: the topic
-// "switchyard.replica_sync.<namespace>" and the encoded batch
-// (router/replica).
+// The transport is ZMQ by default: each replica binds a PUB socket (the
+// project's zmtp.PubConn) and subscribes, with the project's bounded SUB
+// client, to each peer's (a static list, or one SetPeers keeps current).
+// A batch is two frames: the topic "switchyard.replica_sync.<namespace>"
+// and the encoded batch (router/replica). With TransportNATS every replica
+// publishes the encoded batch on the NATS subject of the same name and
+// subscribes to it (nats.go).
 package replicasync
 
 import (
@@ -19,6 +21,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,22 +51,37 @@ type Target interface {
 	PeerBatch(b replica.Batch, at time.Time)
 }
 
+// Transports.
+const (
+	TransportZMQ  = "zmq"
+	TransportNATS = "nats"
+)
+
 // Options configure a Sync.
 type Options struct {
+	// Transport is TransportZMQ (the default) or TransportNATS.
+	Transport string
+	// NATSURL is the NATS server (or comma-separated servers) of
+	// TransportNATS.
+	NATSURL string
 	// ReplicaID names this replica to its peers; 0 draws one at random
 	// (a restarted replica is a new peer).
 	ReplicaID uint64
 	// Namespace scopes the topic: replicas of one namespace sync.
 	Namespace string
-	// Listen is the PUB socket's address (host:port).
+	// Listen is the PUB socket's address (host:port), for TransportZMQ.
 	Listen string
-	// Peers are the peers' PUB addresses (host:port); this replica's own
-	// address may be among them (its batches are skipped).
+	// Peers are the peers' PUB addresses (host:port), for TransportZMQ;
+	// this replica's own address may be among them (its batches are
+	// skipped). SetPeers replaces them.
 	Peers []string
 	// Heartbeat replaces Heartbeat when set (tests).
 	Heartbeat time.Duration
 	Log       *slog.Logger
 	Metrics   *Metrics
+
+	// natsPendingMsgs replaces natsPendingMsgs when set (tests).
+	natsPendingMsgs int
 }
 
 // Sync is one replica's replica-sync host.
@@ -83,6 +101,15 @@ type Sync struct {
 	conns   map[net.Conn]struct{}
 	closed  bool
 	scratch []byte
+
+	// nats is the NATS link of TransportNATS; nil with ZMQ.
+	nats *natsLink
+
+	// ctx, target and followers are set by Start: the peers followed now,
+	// each with the cancel of its follower (under mu).
+	ctx       context.Context
+	target    Target
+	followers map[string]context.CancelFunc
 }
 
 type subscriber struct {
@@ -102,22 +129,50 @@ func New(o Options) (*Sync, error) {
 	if o.ReplicaID == 0 {
 		o.ReplicaID = rand.Uint64() | 1
 	}
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("replica sync: listen on %s: %w", o.Listen, err)
-	}
-	return &Sync{id: o.ReplicaID, topic: []byte("switchyard.replica_sync." + o.Namespace), opts: o, log: o.Log, m: o.Metrics,
-		in: make(chan replica.Event, queueLen), ln: ln, subs: map[*subscriber]struct{}{}, conns: map[net.Conn]struct{}{},
+	s := &Sync{id: o.ReplicaID, topic: []byte(Topic(o.Namespace)), opts: o, log: o.Log, m: o.Metrics,
+		in: make(chan replica.Event, queueLen), subs: map[*subscriber]struct{}{}, conns: map[net.Conn]struct{}{},
+		followers: map[string]context.CancelFunc{},
 		limits: zmtp.Limits{MaxFrameBytes: replica.MaxBatchBytes, MaxFramesPerMessage: 2,
 			MaxMessageBytes: replica.MaxBatchBytes + zmtp.MaxTopicBytes, MaxCommandBytes: 1 << 10,
-			HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second}}, nil
+			HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second}}
+	switch o.Transport {
+	case "", TransportZMQ:
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("replica sync: listen on %s: %w", o.Listen, err)
+		}
+		s.ln = ln
+	case TransportNATS:
+		if err := CheckSubject(s.Topic()); err != nil {
+			return nil, fmt.Errorf("replica sync: %w", err)
+		}
+		l, err := dialNATS(s)
+		if err != nil {
+			return nil, err
+		}
+		s.nats = l
+	default:
+		return nil, fmt.Errorf("replica sync: unknown transport %q (zmq or nats)", o.Transport)
+	}
+	return s, nil
 }
+
+// Topic is the ZMQ topic and the NATS subject of a namespace's replicas.
+func Topic(namespace string) string { return "switchyard.replica_sync." + namespace }
 
 // ID is this replica's id.
 func (s *Sync) ID() uint64 { return s.id }
 
-// Addr is the PUB socket's bound address.
-func (s *Sync) Addr() string { return s.ln.Addr().String() }
+// Topic is this replica's ZMQ topic or NATS subject.
+func (s *Sync) Topic() string { return string(s.topic) }
+
+// Addr is the PUB socket's bound address; empty over NATS.
+func (s *Sync) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
 
 // Publish queues one change to the replica's own requests; it never
 // blocks (it runs inside the core's calls): a full queue drops the event
@@ -136,19 +191,76 @@ func (s *Sync) Publish(ev replica.Event) {
 // Start publishes batches and follows the peers until Close.
 func (s *Sync) Start(target Target) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(2)
+	s.mu.Lock()
+	s.ctx, s.cancel, s.target = ctx, cancel, target
+	peers := s.opts.Peers
+	s.mu.Unlock()
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.batchLoop(ctx) }()
-	go func() { defer s.wg.Done(); s.acceptLoop() }()
-	for _, p := range s.opts.Peers {
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.follow(ctx, p, target) }()
+	if s.nats != nil {
+		if err := s.nats.subscribe(target); err != nil {
+			s.log.Error("replica sync: NATS subscription failed", "subject", s.Topic(), "err", err)
+		}
+		return
 	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.acceptLoop() }()
+	s.SetPeers(peers)
+}
+
+// SetPeers replaces the peers followed (ZMQ; ignored over NATS, where the
+// subject reaches every peer): new addresses are followed, the followers
+// of addresses no longer listed stop. Before Start it sets the list Start
+// follows.
+func (s *Sync) SetPeers(addrs []string) {
+	if s.nats != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.ctx == nil {
+		s.opts.Peers = slices.Clone(addrs)
+		return
+	}
+	want := map[string]bool{}
+	for _, a := range addrs {
+		want[a] = true
+	}
+	for a, cancel := range s.followers {
+		if !want[a] {
+			cancel()
+			delete(s.followers, a)
+		}
+	}
+	for a := range want {
+		if _, ok := s.followers[a]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(s.ctx)
+		s.followers[a] = cancel
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.follow(ctx, a, s.target) }()
+	}
+	s.opts.Peers = slices.Clone(addrs)
+}
+
+// Peers are the addresses followed now (ZMQ).
+func (s *Sync) Peers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.opts.Peers)
 }
 
 // Close stops everything and waits for it.
 func (s *Sync) Close() {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
 	for c := range s.conns {
 		c.Close()
@@ -157,8 +269,13 @@ func (s *Sync) Close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	s.ln.Close()
+	if s.ln != nil {
+		s.ln.Close()
+	}
 	s.wg.Wait()
+	if s.nats != nil {
+		s.nats.close()
+	}
 }
 
 // batchLoop sends a batch when it holds replica.MaxEvents events or its
@@ -224,7 +341,12 @@ func (s *Sync) batchLoop(ctx context.Context) {
 
 // broadcast queues the encoded batch to every subscriber of the topic; a
 // subscriber whose queue is full misses it (its sequence shows the gap).
+// Over NATS it publishes the batch on the subject.
 func (s *Sync) broadcast(p []byte) {
+	if s.nats != nil {
+		s.nats.publish(p)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var cp []byte
@@ -353,21 +475,31 @@ func (s *Sync) session(ctx context.Context, addr string, target Target) error {
 			s.m.Refused.WithLabelValues("shape").Inc()
 			continue
 		}
-		if id, _, err := replica.Header(msg[1]); err == nil && id == s.id {
+		if s.receive(msg[1], &b, target) {
 			return errSelf // our own socket listed as a peer: stop reading it
 		}
-		if err := replica.Decode(msg[1], &b); err != nil {
-			reason := "malformed"
-			var de *replica.DecodeError
-			if errors.As(err, &de) {
-				reason = de.Reason
-			}
-			s.m.Refused.WithLabelValues(reason).Inc()
-			continue
-		}
-		s.m.Received.Add(float64(len(b.Events)))
-		target.PeerBatch(b, time.Now())
 	}
+}
+
+// receive decodes one peer batch into b and hands it to the target; a
+// refused batch is counted. It reports whether the batch is this
+// replica's own (not applied).
+func (s *Sync) receive(p []byte, b *replica.Batch, target Target) (self bool) {
+	if id, _, err := replica.Header(p); err == nil && id == s.id {
+		return true
+	}
+	if err := replica.Decode(p, b); err != nil {
+		reason := "malformed"
+		var de *replica.DecodeError
+		if errors.As(err, &de) {
+			reason = de.Reason
+		}
+		s.m.Refused.WithLabelValues(reason).Inc()
+		return false
+	}
+	s.m.Received.Add(float64(len(b.Events)))
+	target.PeerBatch(*b, time.Now())
+	return false
 }
 
 // Metrics are replica sync's Prometheus collectors.
@@ -376,6 +508,10 @@ type Metrics struct {
 	Dropped, Refused             *prometheus.CounterVec
 	Gaps                         prometheus.Counter
 	PeersConnected, Subscribers  prometheus.Gauge
+	// NATSConnected is 1 while the NATS link is up; NATSReconnects
+	// counts its reconnections (TransportNATS).
+	NATSConnected  prometheus.Gauge
+	NATSReconnects prometheus.Counter
 }
 
 // NewMetrics makes the collectors; Register adds them to a registry.
@@ -398,12 +534,17 @@ func NewMetrics() *Metrics {
 			Help: "Peers whose PUB socket this replica is subscribed to."}),
 		Subscribers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_replica_sync_subscribers",
 			Help: "Peers subscribed to this replica's PUB socket."}),
+		NATSConnected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_replica_sync_nats_connected",
+			Help: "1 while this replica's link to the NATS server is up (transport nats)."}),
+		NATSReconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_replica_sync_nats_reconnects_total",
+			Help: "Reconnections of this replica's link to the NATS server (transport nats)."}),
 	}
 }
 
 // Register adds the collectors to r.
 func (m *Metrics) Register(r prometheus.Registerer) {
-	r.MustRegister(m.Published, m.Batches, m.Received, m.Dropped, m.Refused, m.Gaps, m.PeersConnected, m.Subscribers)
+	r.MustRegister(m.Published, m.Batches, m.Received, m.Dropped, m.Refused, m.Gaps, m.PeersConnected, m.Subscribers,
+		m.NATSConnected, m.NATSReconnects)
 }
 
 // CountGap and CountRefused are the core's PeerGap and PeerRefused hooks.

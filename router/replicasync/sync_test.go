@@ -29,18 +29,7 @@ type replicaUnderTest struct {
 
 func startReplicas(t *testing.T, n int, silentAfter time.Duration) []*replicaUnderTest {
 	t.Helper()
-	now := time.Now()
-	var reps []*replicaUnderTest
-	for range n {
-		m := NewMetrics()
-		s, err := New(Options{Namespace: "ns", Listen: "127.0.0.1:0", Metrics: m, Heartbeat: 50 * time.Millisecond})
-		require.NoError(t, err)
-		c, err := core.New(core.Options{Picker: picker.NameLoadTracked, PeerSilentAfter: silentAfter,
-			Hooks: core.Hooks{Sync: s.Publish, PeerGap: m.CountGap, PeerRefused: m.CountRefused}})
-		require.NoError(t, err)
-		c.Discovery(workers(now))
-		reps = append(reps, &replicaUnderTest{core: core.NewShared(c, clock.Real{}), sync: s, m: m})
-	}
+	reps := newReplicas(t, n, silentAfter, Options{Listen: "127.0.0.1:0"})
 	for i, r := range reps {
 		for j, p := range reps {
 			if i != j {
@@ -57,6 +46,27 @@ func startReplicas(t *testing.T, n int, silentAfter time.Duration) []*replicaUnd
 		eventually(t, "every replica follows every peer", func() bool {
 			return testutil.ToFloat64(r.m.PeersConnected) == float64(n-1) && testutil.ToFloat64(r.m.Subscribers) >= float64(n-1)
 		})
+	}
+	return reps
+}
+
+// newReplicas makes n replicas (a core and its Sync, not started) with
+// the transport settings of o.
+func newReplicas(t *testing.T, n int, silentAfter time.Duration, o Options) []*replicaUnderTest {
+	t.Helper()
+	now := time.Now()
+	var reps []*replicaUnderTest
+	for range n {
+		m := NewMetrics()
+		o := o
+		o.Namespace, o.Metrics, o.Heartbeat = "ns", m, 50*time.Millisecond
+		s, err := New(o)
+		require.NoError(t, err)
+		c, err := core.New(core.Options{Picker: picker.NameLoadTracked, PeerSilentAfter: silentAfter,
+			Hooks: core.Hooks{Sync: s.Publish, PeerGap: m.CountGap, PeerRefused: m.CountRefused}})
+		require.NoError(t, err)
+		c.Discovery(workers(now))
+		reps = append(reps, &replicaUnderTest{core: core.NewShared(c, clock.Real{}), sync: s, m: m})
 	}
 	return reps
 }
@@ -105,6 +115,13 @@ func rank(w uint64) active.Rank { return active.Rank{Namespace: "ns", WorkerID: 
 // peers' accounts.
 func TestReplicasShareTheirActiveRequests(t *testing.T) {
 	reps := startReplicas(t, 3, 300*time.Millisecond)
+	shareActiveRequests(t, reps)
+}
+
+// shareActiveRequests is the three-replica scenario, whatever the
+// transport.
+func shareActiveRequests(t *testing.T, reps []*replicaUnderTest) {
+	t.Helper()
 	a, b, c := reps[0], reps[1], reps[2]
 
 	selA, ok := a.core.Pick(request(1))
@@ -142,4 +159,30 @@ func TestReplicasShareTheirActiveRequests(t *testing.T) {
 		return a.core.ActiveLoad(cRank).Requests == before-1 && a.core.PeerStats().Peers == 1
 	})
 	require.EqualValues(t, 1, a.core.PeerStats().Dropped)
+}
+
+// SetPeers changes whom a running replica follows: a peer added is
+// followed and its requests arrive, a peer removed is let go.
+func TestSetPeersFollowsAndLetsGo(t *testing.T) {
+	reps := newReplicas(t, 2, time.Minute, Options{Listen: "127.0.0.1:0"})
+	a, b := reps[0], reps[1]
+	for _, r := range reps {
+		r.sync.Start(r.core)
+		t.Cleanup(r.sync.Close)
+	}
+	require.Zero(t, testutil.ToFloat64(b.m.PeersConnected))
+	b.sync.SetPeers([]string{a.sync.Addr()})
+	eventually(t, "B follows A", func() bool { return testutil.ToFloat64(b.m.PeersConnected) == 1 })
+	sel, ok := a.core.Pick(request(1))
+	require.True(t, ok)
+	eventually(t, "A's request in B's account", func() bool { return b.core.ActiveLoad(rank(sel.Decode.WorkerID)).Requests == 1 })
+
+	b.sync.SetPeers([]string{a.sync.Addr()}) // the same peers: nothing changes
+	require.Equal(t, []string{a.sync.Addr()}, b.sync.Peers())
+	require.EqualValues(t, 1, testutil.ToFloat64(b.m.PeersConnected))
+	require.EqualValues(t, 1, testutil.ToFloat64(a.m.Subscribers), "not dialled again")
+	b.sync.SetPeers(nil)
+	eventually(t, "B lets A go", func() bool {
+		return testutil.ToFloat64(b.m.PeersConnected) == 0 && testutil.ToFloat64(a.m.Subscribers) == 0
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
+	"k8s.io/client-go/rest"
 
 	"switchyard/recorder"
 	"switchyard/router/admin"
@@ -41,6 +42,7 @@ import (
 	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/replicasync"
+	"switchyard/router/replicasync/peerservice"
 )
 
 // Server is one running router process.
@@ -66,6 +68,11 @@ type Server struct {
 	kvStaleAfter time.Duration
 	// peerSilentAfter is Options.peerSilentAfter (tests).
 	peerSilentAfter time.Duration
+	// replicaSyncTransport is the transport replicaSync runs on;
+	// peerService follows epp.peer_service's EndpointSlices (nil when
+	// unset).
+	replicaSyncTransport string
+	peerService          *peerservice.Watcher
 	// replicaSync publishes this replica's requests to its peers and
 	// follows theirs (epp.replica_sync); nil when off.
 	replicaSync *replicasync.Sync
@@ -112,6 +119,10 @@ type Options struct {
 	kvStaleAfter, tickEvery time.Duration
 	// peerSilentAfter replaces core.PeerSilentAfter (tests).
 	peerSilentAfter time.Duration
+	// lookupEnv replaces os.LookupEnv and kubeREST the Kubernetes
+	// credentials for epp.peer_service (tests).
+	lookupEnv func(string) (string, bool)
+	kubeREST  *rest.Config
 }
 
 // New validates cfg and starts everything it asks for. The caller owns
@@ -154,7 +165,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	hooks := core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
 		KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery,
 		ActiveRefused: s.metrics.Selection.ActiveRefused.Inc}
-	if err := s.newReplicaSync(cfg, &hooks); err != nil {
+	if err := s.newReplicaSync(cfg, &hooks, o); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -402,7 +413,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs}, s.maskedConfig)))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
 	mux.Handle("/anthropic/", s.gateway.Handler())
 	// Profiles for operators, behind the admin token like the admin API.
@@ -531,6 +542,9 @@ func (s *Server) Close() {
 		if s.discovery != nil {
 			s.discovery.Stop()
 		}
+		if s.peerService != nil {
+			s.peerService.Close()
+		}
 		if s.replicaSync != nil {
 			s.replicaSync.Close()
 		}
@@ -567,7 +581,10 @@ func (s *Server) Close() {
 type dynamoStatus struct {
 	*discoverysource.Supervisor
 	load, kv *eventplane.Supervisor
+	replica  func() *admin.ReplicaSyncJSON
 }
+
+func (d dynamoStatus) ReplicaSync() *admin.ReplicaSyncJSON { return d.replica() }
 
 func (d dynamoStatus) Subscriptions() []eventplane.SubscriptionInfo {
 	return append(d.load.Subscriptions(), d.kv.Subscriptions()...)

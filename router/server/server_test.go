@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/wire"
+	"switchyard/internal/kubetest"
 	"switchyard/router/config"
 	"switchyard/router/load"
 )
@@ -35,8 +37,18 @@ func loadKey(worker uint64) load.Key { return load.Key{Namespace: "dynamo", Work
 
 // zmq4's PUB leaves its writer goroutine behind on Close; it is the test
 // publisher's, not the router's.
+// The Kubernetes API server the peer-service test starts stops before the
+// leak check.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/go-zeromq/zmq4.(*pubMWriter).run"))
+	code := m.Run()
+	kubetest.Stop()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/go-zeromq/zmq4.(*pubMWriter).run")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func embeddedConfig(token string) *config.Config {
