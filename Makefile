@@ -92,6 +92,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseKVTopic -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/eventplane/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRouterEvent -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeMetadata -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
+	$(GO) test -run '^$$' -fuzz FuzzCounter -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/outputcount/
 	$(GO) test -run '^$$' -fuzz FuzzExchange -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/epp/
 	$(GO) test -run '^$$' -fuzz FuzzApplyEPPVariables -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeVLLMBatch -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/kv/

@@ -32,7 +32,6 @@ func TestEPPRefusesBadVariables(t *testing.T) {
 		{"DYN_EPP_MODE", "sidecar"}:                       `DYN_EPP_MODE (epp.mode): must be dynamo or standalone, got "sidecar"`,
 		{"DYN_ROUTER_REPLICA_SYNC", "often"}:              `DYN_ROUTER_REPLICA_SYNC="often": must be true or false`,
 		{"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "-1"}: "DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT (dynamo.kv.decode_active_request_weight): must be a number >= 0",
-		{"DYN_ROUTER_TRACK_OUTPUT_BLOCKS", "true"}:        "DYN_ROUTER_TRACK_OUTPUT_BLOCKS (dynamo.kv.track_output_blocks): predicting output blocks is not in the live router yet",
 	} {
 		t.Run(env[0]+"="+env[1], func(t *testing.T) {
 			t.Setenv(env[0], env[1])
@@ -50,6 +49,7 @@ func TestEPPVariablesOverlayTheFile(t *testing.T) {
 		"DYN_MODEL_NAME": "Qwen/Qwen3-32B", "DYN_KV_CACHE_BLOCK_SIZE": "64", "DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT": "0.5",
 		"DYN_ROUTER_PREFILL_LOAD_SCALE": "8", "DYN_ROUTER_TEMPERATURE": "0.2", "DYN_USE_KV_EVENTS": "0",
 		"DYN_ROUTER_TRACK_ACTIVE_BLOCKS": "true", "DYN_ROUTER_TRACK_PREFILL_TOKENS": "false", "DYN_EPP_MODE": "dynamo",
+		"DYN_ROUTER_TRACK_OUTPUT_BLOCKS": "true",
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	c := config.Default()
@@ -69,6 +69,9 @@ func TestEPPVariablesOverlayTheFile(t *testing.T) {
 	assert.False(t, c.Dynamo.KV.UseKVEvents, "DYN_USE_KV_EVENTS=0 predicts cache state from picks")
 	assert.True(t, c.Dynamo.KV.TrackActiveBlocks, "DYN_ROUTER_TRACK_* set dynamo.kv.track_*")
 	assert.False(t, c.Dynamo.KV.TrackPrefillTokens)
+	assert.True(t, c.Dynamo.KV.TrackOutputBlocks, "predicted output blocks are live")
+	errs, _ := c.Validate()
+	assert.Empty(t, errs)
 	assert.Equal(t, 8001, c.EPP.TargetPort, "a field no variable names keeps the file's value")
 	assert.Equal(t, config.DefaultEPPListen, c.EPP.Listen)
 }

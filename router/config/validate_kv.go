@@ -48,11 +48,6 @@ func (k *checker) kv(c *Config) {
 	if kv.DecodeActiveRequestWeight < 0 || math.IsNaN(kv.DecodeActiveRequestWeight) || math.IsInf(kv.DecodeActiveRequestWeight, 0) {
 		k.err(p+".decode_active_request_weight", "must be a number >= 0, got %g", kv.DecodeActiveRequestWeight)
 	}
-	if kv.TrackOutputBlocks {
-		// The live hosts do not count a response's output tokens, so the
-		// predicted blocks would never decay; only the simulator has it.
-		k.err(p+".track_output_blocks", "predicting output blocks is not in the live router yet (the simulator's router.kv has it); leave it false")
-	}
 	cd := kv.ConditionalDisaggregation
 	if t := cd.DecodeBusyThreshold; t != nil && (*t < 0 || *t > 1) {
 		k.err(p+".conditional_disaggregation.decode_busy_threshold", "must be a fraction of total_kv_blocks between 0.0 and 1.0, got %g", *t)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"switchyard/router/discovery"
 	"switchyard/router/gateway"
 	"switchyard/router/metrics"
+	"switchyard/router/outputcount"
 	"switchyard/router/picker"
 )
 
@@ -94,6 +96,9 @@ type exchange struct {
 	firstByte  time.Time
 	firstToken bool // reported to the picker
 	ended      bool
+	// output counts a streamed answer's output tokens while the picker
+	// predicts output blocks (nil otherwise).
+	output *outputcount.Counter
 }
 
 func (x *exchange) run() error {
@@ -148,6 +153,41 @@ func (x *exchange) readProtocol(pc *extprocv3.ProtocolConfiguration) {
 // prefill for it.
 type FirstTokener interface {
 	FirstToken(requestID uint64)
+}
+
+// OutputTracker is a Picker that predicts output blocks (core.Shared):
+// while TracksOutput, it hears of a streamed answer's output at block
+// boundaries.
+type OutputTracker interface {
+	TracksOutput() bool
+	Progress(requestID, outputTokens uint64)
+}
+
+// watchOutput starts counting the output of a successful event-stream
+// answer whose body will reach the endpoint picker, when the picker
+// predicts output blocks. A body that comes whole (not an event stream)
+// reports no progress: its end follows at once.
+func (x *exchange) watchOutput(h *extprocv3.HttpHeaders) {
+	if !x.picked || x.ended || !x.responseBodyComes || OutcomeFromStatus(x.status) != OutcomeOK {
+		return
+	}
+	ot, ok := x.s.opts.Picker.(OutputTracker)
+	if !ok || !ot.TracksOutput() || !eventStream(h) {
+		return
+	}
+	id := x.req.ID
+	x.output = outputcount.New(x.sel.BlockSize, func(tokens uint64) { ot.Progress(id, tokens) })
+}
+
+// eventStream reports response headers naming a server-sent event stream.
+func eventStream(h *extprocv3.HttpHeaders) bool {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), "content-type") {
+			mt, _, err := mime.ParseMediaType(headerValue(hv))
+			return err == nil && mt == "text/event-stream"
+		}
+	}
+	return false
 }
 
 // reportFirstToken tells the picker, once, that the worker's answer has
@@ -451,6 +491,7 @@ func (x *exchange) responseHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.
 	if !x.responseBodyComes && OutcomeFromStatus(x.status) == OutcomeOK {
 		x.reportFirstToken()
 	}
+	x.watchOutput(h)
 	if h.GetEndOfStream() {
 		x.end(OutcomeFromStatus(x.status))
 	}
@@ -464,6 +505,11 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) error {
 		if OutcomeFromStatus(x.status) == OutcomeOK {
 			x.reportFirstToken()
 		}
+	}
+	if x.output != nil && !x.ended && !x.released {
+		// Events may split across chunks: the counter carries a line's
+		// state, not its bytes.
+		_, _ = x.output.Write(b.GetBody())
 	}
 	if b.GetEndOfStream() {
 		x.end(OutcomeFromStatus(x.status))

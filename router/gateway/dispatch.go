@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchyard/router/metrics"
+	"switchyard/router/outputcount"
 	"switchyard/router/picker"
 )
 
@@ -141,10 +142,22 @@ type FirstTokener interface {
 	FirstToken(requestID uint64)
 }
 
+// OutputTracker is a Pinner that predicts output blocks (core.Shared):
+// while TracksOutput, it hears of a streamed request's output at block
+// boundaries.
+type OutputTracker interface {
+	TracksOutput() bool
+	Progress(requestID, outputTokens uint64)
+}
+
 // watchFirstToken reports the first token of a successful answer to the
 // pinner: for a streamed answer, when the shim's first body bytes arrive;
 // otherwise now, at its response headers (a buffered answer's body comes
-// whole, at the end of generation).
+// whole, at the end of generation). While the pinner predicts output
+// blocks, a streamed answer's output tokens are counted as its bytes
+// pass (whatever ingress relays or converts them: the shim answers in
+// OpenAI's shape) and reported at the decode worker's block boundaries.
+// A buffered answer reports no progress: its end follows at once.
 func (pn *pinning) watchFirstToken(a *attempt) {
 	ft, ok := pn.p.(FirstTokener)
 	if !ok {
@@ -155,13 +168,19 @@ func (pn *pinning) watchFirstToken(a *attempt) {
 		ft.FirstToken(id)
 		return
 	}
-	a.resp.Body = &firstRead{ReadCloser: a.resp.Body, first: func() { ft.FirstToken(id) }}
+	fr := &firstRead{ReadCloser: a.resp.Body, first: func() { ft.FirstToken(id) }}
+	if ot, ok := pn.p.(OutputTracker); ok && ot.TracksOutput() {
+		fr.count = outputcount.New(pn.sel.BlockSize, func(tokens uint64) { ot.Progress(id, tokens) })
+	}
+	a.resp.Body = fr
 }
 
-// firstRead calls first once, when the first bytes are read.
+// firstRead calls first once, when the first bytes are read, and hands
+// every byte read to count, when set.
 type firstRead struct {
 	io.ReadCloser
 	first func()
+	count *outputcount.Counter
 }
 
 func (f *firstRead) Read(p []byte) (int, error) {
@@ -169,6 +188,9 @@ func (f *firstRead) Read(p []byte) (int, error) {
 	if n > 0 && f.first != nil {
 		f.first()
 		f.first = nil
+	}
+	if n > 0 && f.count != nil {
+		_, _ = f.count.Write(p[:n])
 	}
 	return n, err
 }

@@ -117,7 +117,11 @@ func (h *eppHost) close() {
 
 // Both hosts report first tokens to the core: a core that stopped
 // hearing them would hold every tracked prompt until its request ended.
+// Both count streamed output for the core's predicted output blocks,
+// which would otherwise hold until each request ended.
 var (
-	_ epp.FirstTokener     = (*core.Shared)(nil)
-	_ gateway.FirstTokener = (*core.Shared)(nil)
+	_ epp.FirstTokener      = (*core.Shared)(nil)
+	_ gateway.FirstTokener  = (*core.Shared)(nil)
+	_ epp.OutputTracker     = (*core.Shared)(nil)
+	_ gateway.OutputTracker = (*core.Shared)(nil)
 )
