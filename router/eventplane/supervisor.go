@@ -86,10 +86,23 @@ func (f Family) prefix() []byte {
 
 // Policy is how subscriptions reach publishers.
 type Policy struct {
-	// Transport is direct or broker; broker subscriptions stay pending
-	// (this build has no event-bus listener) and never fall back to direct.
+	// Transport is direct or broker. Broker subscriptions never fall back
+	// to dialing directly: without a Bus they stay pending.
 	Transport string
 	Dialer    *Dialer
+	// Bus carries broker subscriptions (the event-bus listener).
+	Bus Bus
+}
+
+// connector is how p reaches publishers; nil for broker without a bus.
+func (p Policy) connector(clk clock.Clock) Connector {
+	if p.Transport == TransportDirect {
+		return DirectConnector{Dialer: p.Dialer}
+	}
+	if p.Bus == nil {
+		return nil
+	}
+	return BrokerConnector{Bus: p.Bus, Clock: clk}
 }
 
 // State of one subscription.
@@ -188,6 +201,9 @@ type Supervisor struct {
 	logged  map[subKey]string // skip reasons already logged
 	capped  bool
 	rng     *rand.Rand
+	// stateCh is poked whenever a subscription changes state or the set
+	// of subscriptions changes (coverage reporting).
+	stateCh chan struct{}
 }
 
 // NewSupervisor returns a supervisor with no subscriptions.
@@ -197,7 +213,26 @@ func NewSupervisor(fam Family, p Policy, clk clock.Clock, log *slog.Logger, coun
 	}
 	return &Supervisor{fam: fam, policy: p, clk: clk, log: log, count: count,
 		subs: map[subKey]*subscription{}, logged: map[subKey]string{},
-		rng: rand.New(rand.NewPCG(uint64(clk.Now().UnixNano()), 0x5eed))}
+		rng:     rand.New(rand.NewPCG(uint64(clk.Now().UnixNano()), 0x5eed)),
+		stateCh: make(chan struct{}, 1)}
+}
+
+// StateChanged returns a channel that receives (coalesced) after a
+// subscription changed state or subscriptions started or stopped. It has
+// one consumer: the coverage reporter.
+func (s *Supervisor) StateChanged() <-chan struct{} { return s.stateCh }
+
+func (s *Supervisor) poke() {
+	select {
+	case s.stateCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Supervisor) setState(sub *subscription, st State) {
+	if State(sub.state.Swap(uint32(st))) != st {
+		s.poke()
+	}
 }
 
 // Reconcile follows a new registry snapshot with the whole subscription
@@ -286,6 +321,7 @@ func (s *Supervisor) apply(restart bool) {
 			s.subs[k] = s.start(t)
 		}
 	}
+	s.poke()
 }
 
 func (s *Supervisor) await(subs []*subscription) {
@@ -341,65 +377,133 @@ func (s *Supervisor) start(t Target) *subscription {
 	return sub
 }
 
-// run is one subscription's life: dial, handshake, read until the session
+// run is one subscription's life: connect (under the broker transport,
+// once a session covers the namespace), handshake, read until the session
 // ends, back off, again, until cancelled.
 func (s *Supervisor) run(ctx context.Context, sub *subscription, p Policy, rng *rand.Rand) {
 	t := sub.target
 	log := s.log.With("topic", t.Topic, "namespace", t.Namespace, "publisher_id", t.PublisherID)
-	if p.Transport != TransportDirect {
-		sub.state.Store(uint32(Pending)) // waits for a broker session this build cannot open
+	conn := p.connector(s.clk)
+	if conn == nil {
+		s.setState(sub, Pending) // broker without an event bus: never dials directly
 		<-ctx.Done()
 		return
 	}
+	broker := conn.Transport() == TransportBroker
 	delay := BackoffInitial
 	var lastErr string
 	for ctx.Err() == nil {
-		sub.state.Store(uint32(Connecting))
-		session, err := s.session(ctx, sub, p)
+		if broker {
+			waited, ok := waitCovered(ctx, p.Bus, t.Namespace, func() {
+				s.setState(sub, Pending)
+				log.Info("no event-bus session covers the namespace; subscription pending")
+			})
+			if !ok {
+				return
+			}
+			if waited {
+				// A broker that connects is not met by every subscription
+				// of its namespace at once.
+				jitter := time.Duration(rng.Int64N(int64(PendingWakeJitter) + 1))
+				if !clock.Sleep(s.clk, jitter, ctx.Done()) {
+					return
+				}
+				delay, lastErr = BackoffInitial, ""
+			}
+		}
+		s.setState(sub, Connecting)
+		var changed <-chan struct{}
+		if broker {
+			changed = p.Bus.Changed()
+		}
+		res, err := s.session(ctx, sub, conn)
 		if ctx.Err() != nil {
 			return
+		}
+		if broker && !res.opened && isNoSession(err) && !p.Bus.Covers(t.Namespace) {
+			continue // the covering session left before the stream opened: pending again
 		}
 		if zmtp.IsProtocolError(err) {
 			s.count(envelope.TransportRefused)
 		}
-		if msg := errText(err); msg != lastErr {
-			lastErr = msg
-			logSessionEnd(log, err, msg, session)
+		msg := errText(err)
+		if broker {
+			msg = relayedErrText(err)
 		}
-		if session >= StableSession {
+		lost, graced := false, time.Duration(0)
+		if broker && res.opened {
+			lost, graced = carrierLost(ctx, s.clk, changed, err)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		if lost {
+			// Single-reconnect failover: the reconnect delay stays at its
+			// floor and OpenStream places the subscription on another
+			// covering session (or it waits pending for one).
+			log.Info("the event-bus session carrying the subscription ended; re-placing it",
+				"session", res.connected, "reconnect_in", BackoffInitial)
+			lastErr = msg
+			delay = BackoffInitial
+		} else if msg != lastErr {
+			lastErr = msg
+			logSessionEnd(log, err, msg, res.connected)
+		}
+		if res.connected >= StableSession {
 			delay = BackoffInitial
 		}
-		sub.state.Store(uint32(Backoff))
+		s.setState(sub, Backoff)
 		// Full jitter above the floor, so a fleet-wide blip does not make
 		// every subscription reconnect in step.
 		wait := BackoffInitial + time.Duration(rng.Int64N(int64(delay-BackoffInitial)+1))
-		delay = min(2*delay, BackoffMax)
+		if lost {
+			wait = BackoffInitial
+		} else {
+			delay = min(2*delay, BackoffMax)
+		}
+		wait = max(wait-graced, 0)
 		if !clock.Sleep(s.clk, wait, ctx.Done()) {
 			return
 		}
 	}
 }
 
-// session dials, handshakes and reads until the connection ends; it
-// returns how long the session was connected.
-func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (time.Duration, error) {
+func isNoSession(err error) bool {
+	var be *BusError
+	return errors.As(err, &be) && be.Code == BusErrNoSession
+}
+
+// sessionResult is how far a session got: whether its stream opened and
+// how long it was connected.
+type sessionResult struct {
+	opened    bool
+	connected time.Duration
+}
+
+// session opens a stream, handshakes and reads until it ends.
+func (s *Supervisor) session(ctx context.Context, sub *subscription, c Connector) (sessionResult, error) {
 	t := sub.target
-	conn, err := p.Dialer.Dial(ctx, t.HostPort)
+	conn, err := c.Connect(ctx, t, s.fam.prefix())
 	if err != nil {
-		return 0, err
+		return sessionResult{}, err
 	}
+	res := sessionResult{opened: true}
 	if !sub.setConn(conn) {
-		return 0, context.Canceled
+		return res, context.Canceled
 	}
 	defer conn.Close()
-	z, err := zmtp.Handshake(conn, [][]byte{s.fam.prefix()}, s.fam.Limits)
+	lim := s.fam.Limits
+	if c.Transport() == TransportBroker {
+		lim.HandshakeTimeout = min(lim.HandshakeTimeout, BusConnectBudget)
+	}
+	z, err := zmtp.Handshake(conn, [][]byte{s.fam.prefix()}, lim)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	start := s.clk.Now()
 	s.fam.Sink.Connected(t.Namespace, t.PublisherID, start)
 	sub.down.Store(0)
-	sub.state.Store(uint32(Connected))
+	s.setState(sub, Connected)
 	for {
 		frames, err := z.ReadMessage()
 		if err != nil {
@@ -410,7 +514,8 @@ func (s *Supervisor) session(ctx context.Context, sub *subscription, p Policy) (
 				// replacement Subscribed, instead.
 				ss.Disconnected(t.Namespace, t.PublisherID, end)
 			}
-			return end.Sub(start), err
+			res.connected = end.Sub(start)
+			return res, err
 		}
 		s.fam.Sink.Deliver(t.Namespace, t.PublisherID, frames, s.clk.Now())
 	}
