@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,10 +70,13 @@ func (b *testBus) killSession(id string) {
 	s := b.sessions[id]
 	delete(b.sessions, id)
 	b.notify()
-	b.mu.Unlock()
+	var conns []net.Conn
 	for r, p := range s.streams {
-		r.Close()
-		p.Close()
+		conns = append(conns, r, p)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
 	}
 }
 
@@ -443,4 +447,159 @@ func TestBrokerTransportSameStateAsDirect(t *testing.T) {
 	topics := []string{targets[0].Topic, targets[1].Topic}
 	slices.Sort(topics)
 	require.Equal(t, []string{kvTopic, loadTopic}, topics)
+}
+
+// logRecords keeps the messages and attributes a logger was handed.
+type logRecords struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool { line += " " + a.Key + "=" + a.Value.String(); return true })
+	l.mu.Lock()
+	l.msgs = append(l.msgs, line)
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecords) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecords) find(sub string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.Contains(m, sub) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// kvRig is a rig whose kv-events publisher is a real PUB socket and whose
+// kv_metrics publisher is absent (its subscription just retries).
+func kvRig(t *testing.T, p eventplane.Policy, log *slog.Logger, staleAfter time.Duration) (*rig, *pubSock) {
+	kvPub := newPubSock(t, kvPubID)
+	r := newRig(t, p, log, "tcp://127.0.0.1:1", kvPub.addr, staleAfter)
+	return r, kvPub
+}
+
+// waitSubscribed waits for the kv-events subscription to be connected
+// and its subscription to have reached the PUB socket.
+func waitSubscribed(t *testing.T, r *rig, p *pubSock) {
+	t.Helper()
+	eventually(t, "the kv-events subscription", func() bool {
+		return r.state(r.kv) == eventplane.Connected && p.subscribed(kvTopic)
+	})
+}
+
+// A broker session that ends leaves the subscription pending (it is not
+// dialed directly); its blocks stay while the 60 s rule allows. A new
+// session brings it back, after at most the wake jitter, and a removal
+// published while nobody relayed it shows as a gap, which clears the rank.
+func TestBrokerSessionDropPendingAndGapClears(t *testing.T) {
+	bus := newTestBus()
+	bus.addSession("broker-a", testNS)
+	r, kvPub := kvRig(t, brokerPolicy(bus), nil, 0)
+	waitSubscribed(t, r, kvPub)
+	kvPub.kv(t, 0, 1, stored(nil, 11, 12))
+	eventually(t, "two blocks", func() bool { return r.rankBlocks(0) == 2 })
+
+	bus.killSession("broker-a")
+	eventually(t, "pending", func() bool { return r.state(r.kv) == eventplane.Pending })
+	sub := r.kv.Subscriptions()[0]
+	require.Equal(t, eventplane.TransportBroker, sub.Transport)
+	require.False(t, sub.Down.IsZero(), "a pending subscription is down")
+	require.Equal(t, 2, r.rankBlocks(0), "blocks are kept within the 60 s rule")
+	require.False(t, kvPub.subscribed(kvTopic), "nothing dialed the publisher directly")
+
+	// Published while no broker relays it: missed.
+	kvPub.kv(t, 0, 2, removed(12))
+
+	woke := time.Now()
+	bus.addSession("broker-b", testNS)
+	waitSubscribed(t, r, kvPub)
+	require.Less(t, time.Since(woke), 10*time.Second)
+	require.Equal(t, 1, bus.streams("broker-b"))
+
+	// The next event is two past the cursor: the gap clears the rank, so
+	// the removed block is no longer credited.
+	kvPub.kv(t, 0, 3, stored(nil, 31))
+	eventually(t, "the gap", func() bool {
+		_, res := r.results()
+		return slices.Contains(res, "gap")
+	})
+	require.Less(t, r.rankBlocks(0), 2, "block 12, removed while unrelayed, is gone")
+}
+
+// Several sessions cover the namespace: when the one carrying the
+// stream dies, the subscription is re-placed on the other at the
+// reconnect floor, without going pending.
+func TestBrokerSingleReconnectFailover(t *testing.T) {
+	bus := newTestBus()
+	bus.addSession("broker-a", testNS)
+	bus.addSession("broker-b", testNS)
+	logs := &logRecords{}
+	r, kvPub := kvRig(t, brokerPolicy(bus), slog.New(logs), 0)
+	waitSubscribed(t, r, kvPub)
+	require.Equal(t, 1, bus.streams("broker-a"))
+
+	bus.killSession("broker-a")
+	eventually(t, "re-placed on broker-b", func() bool {
+		return bus.streams("broker-b") == 1 && r.state(r.kv) == eventplane.Connected
+	})
+	line, ok := logs.find("re-placing")
+	require.True(t, ok, "the carrier loss was recognised")
+	require.Contains(t, line, "reconnect_in=500ms")
+	_, pending := logs.find("subscription pending")
+	require.False(t, pending, "a covering session remained: never pending")
+}
+
+// A kv-events subscription pending past the ageing limit loses its
+// publisher's ranks (the core's staleness rule, fed by the supervisor).
+func TestBrokerPendingAgesOutKVRanks(t *testing.T) {
+	const staleAfter = 200 * time.Millisecond
+	bus := newTestBus()
+	bus.addSession("broker-a", testNS)
+	r, kvPub := kvRig(t, brokerPolicy(bus), nil, staleAfter)
+	waitSubscribed(t, r, kvPub)
+	kvPub.kv(t, 0, 1, stored(nil, 11))
+	eventually(t, "a block", func() bool { return r.rankBlocks(0) == 1 })
+	require.Zero(t, r.shared.Tick(time.Now()), "connected: nothing ages")
+
+	bus.killSession("broker-a")
+	eventually(t, "pending", func() bool { return r.state(r.kv) == eventplane.Pending })
+	eventually(t, "the ranks aged out", func() bool {
+		r.shared.Tick(time.Now())
+		return r.rankBlocks(0) == 0
+	})
+}
+
+// Switching dynamo.load.transport restarts the subscriptions over the
+// new transport without clearing the KV index: the restarted kv-events
+// subscription carries the rank's cursor, so the next event applies
+// without a gap. Stopping the family for good clears its ranks.
+func TestTransportSwitchKeepsState(t *testing.T) {
+	r, kvPub := kvRig(t, directPolicy(), nil, 0)
+	waitSubscribed(t, r, kvPub)
+	kvPub.kv(t, 0, 1, stored(nil, 11, 12))
+	eventually(t, "two blocks", func() bool { return r.rankBlocks(0) == 2 })
+
+	bus := newTestBus()
+	bus.addSession("broker-a", testNS)
+	r.kv.SetPolicy(brokerPolicy(bus))
+	require.Equal(t, eventplane.TransportBroker, r.kv.Subscriptions()[0].Transport)
+	eventually(t, "relayed", func() bool { return bus.streams("broker-a") == 1 })
+	waitSubscribed(t, r, kvPub)
+	require.Equal(t, 2, r.rankBlocks(0), "the switch kept the index")
+
+	kvPub.kv(t, 0, 2, stored(nil, 13))
+	eventually(t, "the next event", func() bool { return r.rankBlocks(0) == 3 })
+	_, res := r.results()
+	require.Equal(t, []string{"applied", "applied"}, res, "the cursor carried over: no gap")
+
+	r.kv.Stop()
+	require.Zero(t, r.rankBlocks(0), "a stopped subscription's ranks are cleared")
 }
