@@ -603,3 +603,39 @@ func TestTransportSwitchKeepsState(t *testing.T) {
 	r.kv.Stop()
 	require.Zero(t, r.rankBlocks(0), "a stopped subscription's ranks are cleared")
 }
+
+// A namespace no session covers keeps its subscriptions pending, and the
+// debounced coverage report says so, next to a covered namespace.
+func TestUncoveredNamespaceStaysPendingAndIsReported(t *testing.T) {
+	bus := newTestBus()
+	bus.addSession("broker-a", otherNS) // covers another namespace only
+	r, kvPub := kvRig(t, brokerPolicy(bus), nil, 0)
+	rep := eventplane.NewCoverageReporter(clock.Real{}, bus, func() []string { return []string{testNS, otherNS} }, r.load, r.kv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+
+	want := []eventplane.NamespaceCoverage{
+		{Namespace: testNS, Sessions: 0, Pending: map[string]int{loadTopic: 1, kvTopic: 1}},
+		{Namespace: otherNS, Sessions: 1, Pending: map[string]int{loadTopic: 0, kvTopic: 0}},
+	}
+	slices.SortFunc(want, func(a, b eventplane.NamespaceCoverage) int { return strings.Compare(a.Namespace, b.Namespace) })
+	eventually(t, "the coverage report", func() bool {
+		got := rep.Coverage()
+		return len(got) == 2 && got[0].Pending[kvTopic] == 1 && got[0].Pending[loadTopic] == 1
+	})
+	require.Equal(t, want, rep.Coverage())
+	require.Equal(t, eventplane.Pending, r.state(r.kv))
+	require.Empty(t, bus.targets(), "nothing was opened for the uncovered namespace")
+	require.False(t, kvPub.subscribed(kvTopic), "nor dialed directly")
+
+	// A session for the namespace: the subscriptions leave pending and the
+	// report follows.
+	bus.addSession("broker-b", testNS)
+	waitSubscribed(t, r, kvPub)
+	eventually(t, "the report to follow", func() bool {
+		got := rep.Coverage()
+		return got[0].Namespace == testNS && got[0].Sessions == 1 && got[0].Pending[kvTopic] == 0
+	})
+}
