@@ -36,9 +36,27 @@ type WorkersResponse struct {
 	LoadPublishers    int                `json:"load_publishers"`
 	KVEventPublishers int                `json:"kv_event_publishers"`
 	Subscriptions     []SubscriptionJSON `json:"subscriptions,omitempty"`
+	// BrokerCoverage is present under dynamo.load.transport broker: per
+	// configured namespace, the event-bus sessions covering it and the
+	// subscriptions waiting for one.
+	BrokerCoverage []BrokerCoverageJSON `json:"broker_coverage,omitempty"`
 	// ReplicaSync is what replica sync did to the active-sequence
 	// account; absent when it is off.
 	ReplicaSync *ReplicaSyncJSON `json:"replica_sync,omitempty"`
+}
+
+// BrokerCoverageJSON is one namespace of broker_coverage.
+type BrokerCoverageJSON struct {
+	Namespace string `json:"namespace"`
+	Sessions  int    `json:"sessions"`
+	// PendingSubscriptions counts pending subscriptions per family.
+	PendingSubscriptions map[string]int `json:"pending_subscriptions"`
+}
+
+// BrokerCoverageStatus is read by the workers endpoint when the
+// DynamoStatus also implements it; nil outside the broker transport.
+type BrokerCoverageStatus interface {
+	BrokerCoverage() []eventplane.NamespaceCoverage
 }
 
 // ReplicaSyncStatus is read by the workers endpoint when the DynamoStatus
@@ -142,6 +160,12 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 	}
 	if rs, ok := st.(ReplicaSyncStatus); ok {
 		resp.ReplicaSync = rs.ReplicaSync()
+	}
+	if bc, ok := st.(BrokerCoverageStatus); ok {
+		for _, c := range bc.BrokerCoverage() {
+			resp.BrokerCoverage = append(resp.BrokerCoverage, BrokerCoverageJSON{Namespace: c.Namespace,
+				Sessions: c.Sessions, PendingSubscriptions: c.Pending})
+		}
 	}
 	return resp
 }

@@ -80,21 +80,26 @@ type Server struct {
 	loadSubs    *eventplane.Supervisor
 	kvSubs      *eventplane.Supervisor
 	kvListener  *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
-	kvOn        atomic.Bool          // follow kv-events (KV-aware selection is on)
-	kick        chan struct{}        // wakes the follower after kvOn changed
-	stopFollow  context.CancelFunc
-	followDone  chan struct{}
-	tickDone    chan struct{}
-	etcd        *embedded.Embedded
-	etcdTmpDir  string
-	gateway     *gateway.Gateway
-	http        *http.Server
-	listener    net.Listener
-	prompts     *prompts
-	reloads     *prometheus.CounterVec // switchyard_config_reloads_total
-	unserved    *unservedModels
-	closeOnce   sync.Once
-	silent      silentConns // connections that have sent nothing, ended on Close
+	// bus opens relayed streams for dynamo.load.transport broker; nil
+	// until the event-bus listener runs (broker subscriptions then stay
+	// pending). coverage is its debounced report.
+	bus        eventplane.Bus
+	coverage   *eventplane.CoverageReporter
+	kvOn       atomic.Bool   // follow kv-events (KV-aware selection is on)
+	kick       chan struct{} // wakes the follower after kvOn changed
+	stopFollow context.CancelFunc
+	followDone chan struct{}
+	tickDone   chan struct{}
+	etcd       *embedded.Embedded
+	etcdTmpDir string
+	gateway    *gateway.Gateway
+	http       *http.Server
+	listener   net.Listener
+	prompts    *prompts
+	reloads    *prometheus.CounterVec // switchyard_config_reloads_total
+	unserved   *unservedModels
+	closeOnce  sync.Once
+	silent     silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
@@ -247,7 +252,7 @@ func (s *Server) effective(cfg *config.Config) *config.Config {
 // left. A ticker drives the core's time rules (the kv-events staleness
 // rule) on the wall clock.
 func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
-	policy, err := loadPolicy(cfg)
+	policy, err := loadPolicy(cfg, s.bus)
 	if err != nil {
 		return err
 	}
@@ -263,6 +268,8 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 		AllTopics: cfg.Dynamo.Discovery.Source == config.SourceInferencePool,
 	}, policy, clk, s.log.With("component", "kv"), s.metrics.KV.CountSubscription)
 	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.core.Tracker().Size})
+	s.coverage = eventplane.NewCoverageReporter(clk, s.bus, s.discovery.Namespaces, s.loadSubs, s.kvSubs)
+	s.metrics.Registry.MustRegister(&metrics.BrokerCollector{Coverage: s.brokerCoverage})
 	every := o.tickEvery
 	if every <= 0 {
 		every = tickEvery
@@ -295,6 +302,9 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 	}()
 	go func() {
 		defer close(s.tickDone)
+		covDone := make(chan struct{})
+		go func() { defer close(covDone); s.coverage.Run(ctx, nil) }()
+		defer func() { <-covDone }()
 		for clock.Sleep(clk, every, ctx.Done()) {
 			s.core.Tick(clk.Now())
 		}
@@ -360,12 +370,21 @@ func (s *Server) coreSettings(cfg *config.Config) core.Settings {
 		MaxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), KVStaleAfter: s.kvStaleAfter, PeerSilentAfter: s.peerSilentAfter}
 }
 
-func loadPolicy(cfg *config.Config) (eventplane.Policy, error) {
+// brokerCoverage is the broker transport's coverage report; nil under
+// the direct transport.
+func (s *Server) brokerCoverage() []eventplane.NamespaceCoverage {
+	if s.coverage == nil || s.cfg.Load().Dynamo.Load.Transport != config.TransportBroker {
+		return nil
+	}
+	return s.coverage.Coverage()
+}
+
+func loadPolicy(cfg *config.Config, bus eventplane.Bus) (eventplane.Policy, error) {
 	allow, err := eventplane.ParseAllow(cfg.Dynamo.Load.DirectAllowCIDRs)
 	if err != nil {
 		return eventplane.Policy{}, fmt.Errorf("dynamo.load.direct_allow_cidrs: %w", err)
 	}
-	return eventplane.Policy{Transport: cfg.Dynamo.Load.Transport, Dialer: &eventplane.Dialer{Allow: allow}}, nil
+	return eventplane.Policy{Transport: cfg.Dynamo.Load.Transport, Dialer: &eventplane.Dialer{Allow: allow}, Bus: bus}, nil
 }
 
 func (s *Server) startEmbeddedEtcd(cfg *config.Config) error {
@@ -413,7 +432,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus}, s.maskedConfig)))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus, s.brokerCoverage}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
 	mux.Handle("/anthropic/", s.gateway.Handler())
 	// Profiles for operators, behind the admin token like the admin API.
@@ -476,11 +495,18 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
-		policy, err := loadPolicy(cfg)
+		policy, err := loadPolicy(cfg, s.bus)
 		if err == nil {
-			s.log.Info("event-plane subscriptions restarting under the new dial policy")
-			s.loadSubs.SetPolicy(policy)
-			s.kvSubs.SetPolicy(policy)
+			// Both families stop and restart together; discovery, the
+			// load store and the KV index are untouched, and restarted
+			// kv-events subscriptions keep their ranks' cursors.
+			s.log.Info("event-plane subscriptions restarting under the new dial policy", "transport", policy.Transport)
+			var wg sync.WaitGroup
+			for _, sup := range []*eventplane.Supervisor{s.loadSubs, s.kvSubs} {
+				wg.Add(1)
+				go func() { defer wg.Done(); sup.SetPolicy(policy) }()
+			}
+			wg.Wait()
 		}
 	}
 	if n, o := cfg.Dynamo.Discovery.InferencePool.KVEventsListen, old.Dynamo.Discovery.InferencePool.KVEventsListen; n != o {
@@ -582,7 +608,10 @@ type dynamoStatus struct {
 	*discoverysource.Supervisor
 	load, kv *eventplane.Supervisor
 	replica  func() *admin.ReplicaSyncJSON
+	coverage func() []eventplane.NamespaceCoverage
 }
+
+func (d dynamoStatus) BrokerCoverage() []eventplane.NamespaceCoverage { return d.coverage() }
 
 func (d dynamoStatus) ReplicaSync() *admin.ReplicaSyncJSON { return d.replica() }
 

@@ -22,6 +22,7 @@ import (
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/wire"
 	"switchyard/internal/kubetest"
+	"switchyard/router/admin"
 	"switchyard/router/config"
 	"switchyard/router/load"
 )
@@ -235,6 +236,34 @@ func TestLoadSignalsEndToEnd(t *testing.T) {
 	eventually(t, "the refused dial", func() bool { return subState() == "backoff" })
 	require.NoError(t, srv.Reload(embeddedConfig("tok")))
 	eventually(t, "the reconnect", func() bool { return subState() == "connected" })
+	require.Equal(t, gen, srv.Registry().Generation(), "discovery was not touched")
+
+	// The broker transport with no event-bus session: the subscription
+	// waits pending (never dialing directly), and the admin listing and
+	// the gauges show the uncovered namespace.
+	broker := embeddedConfig("tok")
+	broker.Dynamo.Load.Transport = config.TransportBroker
+	require.NoError(t, srv.Reload(broker))
+	eventually(t, "pending under the broker transport", func() bool { return subState() == "pending" })
+	eventually(t, "broker_coverage", func() bool {
+		_, b := get(t, base+"/admin/dynamo/workers", "tok")
+		var body struct {
+			Coverage []admin.BrokerCoverageJSON `json:"broker_coverage"`
+		}
+		_ = json.Unmarshal(b, &body)
+		return len(body.Coverage) == 1 && body.Coverage[0].Namespace == "dynamo" && body.Coverage[0].Sessions == 0 &&
+			body.Coverage[0].PendingSubscriptions["kv_metrics"] == 1
+	})
+	eventually(t, "the broker gauges", func() bool {
+		_, m := get(t, base+"/metrics", "")
+		return strings.Contains(string(m), `switchyard_dynamo_broker_pending_subscriptions{family="kv_metrics",namespace="dynamo"} 1`) &&
+			strings.Contains(string(m), `switchyard_dynamo_broker_namespace_sessions{namespace="dynamo"} 0`) &&
+			strings.Contains(string(m), `switchyard_dynamo_load_subscriptions{state="pending",transport="broker"} 1`)
+	})
+	require.NoError(t, srv.Reload(embeddedConfig("tok")))
+	eventually(t, "back to direct", func() bool { return subState() == "connected" })
+	_, raw = get(t, base+"/admin/dynamo/workers", "tok")
+	require.NotContains(t, string(raw), "broker_coverage", "only under the broker transport")
 	require.Equal(t, gen, srv.Registry().Generation(), "discovery was not touched")
 
 	// The worker dies: its series, sample and subscription go.
