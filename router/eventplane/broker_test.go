@@ -639,3 +639,53 @@ func TestUncoveredNamespaceStaysPendingAndIsReported(t *testing.T) {
 		return got[0].Namespace == testNS && got[0].Sessions == 1 && got[0].Pending[kvTopic] == 0
 	})
 }
+
+// leakyBus returns whatever error or stream it is given.
+type leakyBus struct {
+	err  error
+	conn net.Conn
+}
+
+func (b leakyBus) OpenStream(context.Context, eventplane.BusTarget) (net.Conn, error) {
+	return b.conn, b.err
+}
+func (leakyBus) Covers(string) bool       { return true }
+func (leakyBus) Changed() <-chan struct{} { return make(chan struct{}) }
+
+// blockingClose is a stream whose Close never returns on its own.
+type blockingClose struct {
+	net.Conn
+	release chan struct{}
+}
+
+func (c blockingClose) Close() error { <-c.release; return nil }
+
+// Errors the bus did not redact are replaced, and a stream whose close
+// hangs is abandoned after the close timeout.
+func TestBrokerConnectorRedactsAndBoundsClose(t *testing.T) {
+	target := eventplane.Target{Namespace: testNS, PublisherID: 1, HostPort: "10.0.0.1:5557"}
+	c := eventplane.BrokerConnector{Bus: leakyBus{err: io.ErrUnexpectedEOF}}
+	_, err := c.Connect(context.Background(), target, []byte(kvTopic))
+	var be *eventplane.BusError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, eventplane.BusErrRefused, be.Code)
+	require.NotContains(t, err.Error(), io.ErrUnexpectedEOF.Error(), "the bus's own text is not passed on")
+
+	_, err = c.Connect(context.Background(), eventplane.Target{Namespace: testNS, HostPort: "10.0.0.1:0"}, nil)
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, eventplane.BusErrInvalidTarget, be.Code)
+
+	a, b := net.Pipe()
+	defer b.Close()
+	release := make(chan struct{})
+	defer close(release)
+	c = eventplane.BrokerConnector{Bus: leakyBus{conn: blockingClose{Conn: a, release: release}}}
+	conn, err := c.Connect(context.Background(), target, []byte(kvTopic))
+	require.NoError(t, err)
+	start := time.Now()
+	err = conn.Close()
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, eventplane.BusErrBusy, be.Code)
+	require.Less(t, time.Since(start), eventplane.BusCloseTimeout+2*time.Second)
+	require.GreaterOrEqual(t, time.Since(start), eventplane.BusCloseTimeout)
+}
