@@ -63,18 +63,25 @@ func (s *Sub) handshake(topics [][]byte) error {
 // readReady reads the peer's first command, which under NULL must be READY
 // with Socket-Type PUB or XPUB. An ERROR command is reported with its reason.
 func (s *Sub) readReady() error {
-	flags, err := s.r.readByte()
+	return readPeerReady(&s.r, s.lim.MaxCommandBytes, "cannot serve a SUB (need PUB or XPUB)", "PUB", "XPUB")
+}
+
+// readPeerReady reads a peer's READY command (an ERROR is reported with
+// its reason), commands past maxCommand refused, and checks that the
+// peer's socket type is one of want; mismatch says why not.
+func readPeerReady(r *reader, maxCommand int, mismatch string, want ...string) error {
+	flags, err := r.readByte()
 	if err != nil {
 		return err
 	}
 	if flags&flagCommand == 0 || flags&(flagMore|flagReserved) != 0 {
 		return protoErr("handshake: expected a READY command, got frame flags 0x%02x", flags)
 	}
-	body, err := s.readCommand(flags)
+	body, err := readCommandBody(r, flags, maxCommand)
 	if err != nil {
 		return err
 	}
-	defer s.r.discard(len(body))
+	defer r.discard(len(body))
 	name, data, err := splitCommand(body)
 	if err != nil {
 		return err
@@ -90,10 +97,25 @@ func (s *Sub) readReady() error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(st, []byte("PUB")) && !bytes.Equal(st, []byte("XPUB")) {
-		return protoErr("handshake: peer socket type %q cannot serve a SUB (need PUB or XPUB)", clip(st))
+	for _, w := range want {
+		if bytes.Equal(st, []byte(w)) {
+			return nil
+		}
 	}
-	return nil
+	return protoErr("handshake: peer socket type %q "+mismatch, clip(st))
+}
+
+// readCommandBody peeks a command frame's body, refusing one past
+// maxCommand bytes.
+func readCommandBody(r *reader, flags byte, maxCommand int) ([]byte, error) {
+	size, err := readFrameSize(r, flags)
+	if err != nil {
+		return nil, err
+	}
+	if size > uint64(maxCommand) {
+		return nil, protoErr("command of %d bytes exceeds %d", size, maxCommand)
+	}
+	return r.peek(int(size))
 }
 
 // subscribe sends a 3.0-style subscription: a data frame holding 0x01 and the

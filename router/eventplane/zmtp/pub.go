@@ -75,48 +75,7 @@ func (p *PubConn) handshake() error {
 	if _, err := p.conn.Write(appendReadyAs(nil, "PUB")); err != nil {
 		return err
 	}
-	flags, err := p.r.readByte()
-	if err != nil {
-		return err
-	}
-	if flags&flagCommand == 0 || flags&(flagMore|flagReserved) != 0 {
-		return protoErr("handshake: expected a READY command, got frame flags 0x%02x", flags)
-	}
-	body, err := p.readCommand(flags)
-	if err != nil {
-		return err
-	}
-	defer p.r.discard(len(body))
-	name, data, err := splitCommand(body)
-	if err != nil {
-		return err
-	}
-	switch string(name) {
-	case "READY":
-	case "ERROR":
-		return peerError(data)
-	default:
-		return protoErr("handshake: expected READY, got command %q", clip(name))
-	}
-	st, err := peerSocketType(data)
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(st, []byte("SUB")) && !bytes.Equal(st, []byte("XSUB")) {
-		return protoErr("handshake: peer socket type %q cannot subscribe to a PUB (need SUB or XSUB)", clip(st))
-	}
-	return nil
-}
-
-func (p *PubConn) readCommand(flags byte) ([]byte, error) {
-	size, err := readFrameSize(&p.r, flags)
-	if err != nil {
-		return nil, err
-	}
-	if size > uint64(p.lim.MaxCommandBytes) {
-		return nil, protoErr("command of %d bytes exceeds %d", size, p.lim.MaxCommandBytes)
-	}
-	return p.r.peek(int(size))
+	return readPeerReady(&p.r, p.lim.MaxCommandBytes, "cannot subscribe to a PUB (need SUB or XSUB)", "SUB", "XSUB")
 }
 
 // Run reads the subscriber's subscriptions and commands until the
@@ -175,7 +134,7 @@ func (p *PubConn) Run() error {
 }
 
 func (p *PubConn) command(flags byte) error {
-	body, err := p.readCommand(flags)
+	body, err := readCommandBody(&p.r, flags, p.lim.MaxCommandBytes)
 	if err != nil {
 		return err
 	}

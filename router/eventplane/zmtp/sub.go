@@ -201,7 +201,7 @@ func (s *Sub) handleCommand(flags byte) error {
 	if flags&flagMore != 0 {
 		return protoErr("command frame with the MORE flag")
 	}
-	body, err := s.readCommand(flags)
+	body, err := readCommandBody(&s.r, flags, s.lim.MaxCommandBytes)
 	if err != nil {
 		return err
 	}
@@ -233,19 +233,6 @@ func (s *Sub) handleCommand(flags byte) error {
 		return protoErr("READY after the handshake")
 	}
 	return nil
-}
-
-// readCommand reads a command's size, checks it against MaxCommandBytes and
-// returns the body in place in the read buffer. The caller discards it.
-func (s *Sub) readCommand(flags byte) ([]byte, error) {
-	size, err := readFrameSize(&s.r, flags)
-	if err != nil {
-		return nil, err
-	}
-	if size > uint64(s.lim.MaxCommandBytes) {
-		return nil, protoErr("command of %d bytes exceeds %d", size, s.lim.MaxCommandBytes)
-	}
-	return s.r.peek(int(size))
 }
 
 // unexpectedEOF reports an EOF inside a message or command as
