@@ -111,6 +111,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzBatchDecode -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/replica/
 	$(GO) test -run '^$$' -fuzz FuzzParseProfile -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/engine/perf/
 	$(GO) test -run '^$$' -fuzz FuzzFromExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./fakefleet/engine/perf/
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/bus/wire/
 	$(GO) test -run '^$$' -fuzz FuzzParseInbound -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzWithTokenData -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzPromptRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/

@@ -13,11 +13,6 @@ var inactiveFeatures = []struct {
 		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Load.Transport == TransportBroker },
 		message:   "the broker transport is not active yet: kv_metrics subscriptions stay pending and are never dialed directly",
 	},
-	{
-		path:      "dynamo.event_bus.enabled",
-		requested: func(c *Config) bool { return c.Dynamo.EventBus.Enabled },
-		message:   "the event bus listener is not active yet: nothing listens on dynamo.event_bus.listen",
-	},
 }
 
 func (k *checker) inactive(c *Config) {

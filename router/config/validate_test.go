@@ -478,7 +478,7 @@ func TestValidateInactiveFeatures(t *testing.T) {
 		{"backends are active", nil, wantOK, "backends", "not active yet"},
 		{"kv is active", func(c *Config) { c.Dynamo.KV.Enabled = true }, wantOK, "dynamo.kv.enabled", "not active yet"},
 		{"token data is active", func(c *Config) { c.Dynamo.KV.Enabled, c.Dynamo.KV.SendTokenData = true, true }, wantOK, "dynamo.kv.send_token_data", "not active yet"},
-		{"event bus", busOn, wantWarn, "dynamo.event_bus.enabled", "not active yet"},
+		{"event bus is active", busOn, wantOK, "dynamo.event_bus.enabled", "not active yet"},
 		{"kubernetes_pods is active", podsBase, wantOK, "dynamo.discovery.source", "not active yet"},
 		{"kubernetes is active", func(c *Config) {
 			podsBase(c)

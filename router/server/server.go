@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 
 	"switchyard/recorder"
 	"switchyard/router/admin"
+	"switchyard/router/bus"
 	"switchyard/router/clock"
 	"switchyard/router/config"
 	"switchyard/router/core"
@@ -60,7 +62,10 @@ type Server struct {
 	// recording is its output port, attached or not.
 	core *core.Shared
 	// epp is the endpoint picker, nil unless epp.enabled.
-	epp       *eppHost
+	epp *eppHost
+	// eventBus is the event bus listener's host, nil unless
+	// dynamo.event_bus.enabled (at start-up).
+	eventBus  *bus.Host
 	recording bool
 	// overlay is Options.Overlay.
 	overlay func(*config.Config) error
@@ -212,6 +217,11 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if err := s.startEPP(cfg); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if cfg.Dynamo.EventBus.Enabled {
+		met := bus.NewMetrics()
+		s.metrics.Registry.MustRegister(met.Collectors()...)
+		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
@@ -493,6 +503,12 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if s.epp != nil {
 		s.epp.srv.Reload(epp.SettingsFrom(cfg))
 	}
+	if cfg.Dynamo.EventBus.Enabled != old.Dynamo.EventBus.Enabled {
+		s.log.Warn("dynamo.event_bus.enabled takes effect after a restart")
+	}
+	if s.eventBus != nil && !reflect.DeepEqual(cfg.Dynamo.EventBus, old.Dynamo.EventBus) {
+		s.eventBus.Reload(cfg.Dynamo.EventBus)
+	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
 		policy, err := loadPolicy(cfg, s.bus)
@@ -564,6 +580,9 @@ func (s *Server) Close() {
 		}
 		if s.epp != nil {
 			s.epp.close()
+		}
+		if s.eventBus != nil {
+			s.eventBus.Close()
 		}
 		if s.discovery != nil {
 			s.discovery.Stop()

@@ -1,0 +1,160 @@
+package bus
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"switchyard/router/bus/wire"
+	"switchyard/router/eventplane"
+)
+
+// RendezvousKey encodes a target for placement: namespace, host, port and
+// topic, each string as a 2-byte big-endian length and its bytes, the port
+// as 2 bytes big-endian:
+//
+//	u16(len ns) ns ‖ u16(len host) host ‖ u16(port) ‖ u16(len topic) topic
+func RendezvousKey(t eventplane.BusTarget) []byte {
+	k := make([]byte, 0, 8+len(t.Namespace)+len(t.Host)+len(t.Topic))
+	for _, s := range []string{t.Namespace, t.Host} {
+		k = binary.BigEndian.AppendUint16(k, uint16(len(s)))
+		k = append(k, s...)
+	}
+	k = binary.BigEndian.AppendUint16(k, t.Port)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(t.Topic)))
+	return append(k, t.Topic...)
+}
+
+// Rendezvous is the weight of clientID for target t: the first 8 bytes,
+// big-endian, of SHA-256(u32(len(key)) ‖ key ‖ client_id).
+func Rendezvous(t eventplane.BusTarget, clientID string) uint64 {
+	key := RendezvousKey(t)
+	h := sha256.New()
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(key)))
+	h.Write(n[:])
+	h.Write(key)
+	h.Write([]byte(clientID))
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+}
+
+func (l *Listener) coversLocked(s *session, ns string) bool {
+	return !s.ended && !s.draining && s.role == wire.RoleBroker && slices.Contains(s.namespaces, ns)
+}
+
+// Covers reports whether a live, non-draining broker session declared ns.
+func (l *Listener) Covers(namespace string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.sessions {
+		if l.coversLocked(s, namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// Changed is closed at the next change of the set of sessions (a session
+// welcomed, ended, or draining).
+func (l *Listener) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// SessionCount is the number of welcomed sessions.
+func (l *Listener) SessionCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sessions)
+}
+
+func (l *Listener) openFailed(code, reason string) error {
+	l.met.StreamOpens.WithLabelValues(code).Inc()
+	return &eventplane.BusError{Code: code, Reason: reason}
+}
+
+// OpenStream places t on the highest-weighted covering session below its
+// stream cap, commands subscribe, and waits for the client's data stream.
+func (l *Listener) OpenStream(ctx context.Context, t eventplane.BusTarget) (net.Conn, error) {
+	wt := wire.Target{Namespace: t.Namespace, Host: t.Host, Port: t.Port, Topic: t.Topic}
+	if err := wt.Validate(); err != nil {
+		return nil, l.openFailed(eventplane.BusErrInvalidTarget, strings.TrimPrefix(err.Error(), wire.ErrBadMessage.Error()+": "))
+	}
+	l.mu.Lock()
+	var cands []*session
+	for _, s := range l.sessions {
+		if l.coversLocked(s, t.Namespace) {
+			cands = append(cands, s)
+		}
+	}
+	if len(cands) == 0 {
+		l.mu.Unlock()
+		return nil, l.openFailed(eventplane.BusErrNoSession, "no live broker session covers the namespace")
+	}
+	weights := make(map[*session]uint64, len(cands))
+	for _, s := range cands {
+		weights[s] = Rendezvous(t, s.entry)
+	}
+	slices.SortFunc(cands, func(a, b *session) int {
+		switch wa, wb := weights[a], weights[b]; {
+		case wa > wb:
+			return -1
+		case wa < wb:
+			return 1
+		}
+		return strings.Compare(a.entry, b.entry)
+	})
+	var s *session
+	for _, c := range cands {
+		if len(c.streams) < c.maxStreams {
+			s = c
+			break
+		}
+	}
+	if s == nil {
+		l.mu.Unlock()
+		return nil, l.openFailed(eventplane.BusErrTooManyStreams, "every covering session is at its stream cap")
+	}
+	st := &stream{
+		id: "st-" + randomHex(16), sess: s, target: wt,
+		ready: make(chan *streamConn, 1), refused: make(chan string, 1),
+	}
+	if !s.enqueueLocked(wire.Message{Type: wire.TypeSubscribe, StreamID: st.id, Target: &wt}) {
+		l.mu.Unlock()
+		return nil, l.openFailed(eventplane.BusErrBusy, "the session's command queue is full")
+	}
+	l.streams[st.id] = st
+	s.streams[st.id] = st
+	l.met.Streams.Inc()
+	timeout := l.st.OpenTimeout
+	l.mu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case c := <-st.ready:
+		l.met.StreamOpens.WithLabelValues("opened").Inc()
+		return c, nil
+	case code := <-st.refused:
+		return nil, l.openFailed(eventplane.BusErrRefused, "the broker refused the stream: "+code)
+	case <-s.done:
+		return nil, l.openFailed(eventplane.BusErrSessionClosed, "the session ended before the stream opened")
+	case <-timer.C:
+		l.abandon(st)
+		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "the broker did not open the stream in time")
+	case <-ctx.Done():
+		l.abandon(st)
+		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "cancelled: "+ctx.Err().Error())
+	}
+}
+
+// abandon gives up a stream the opener no longer waits for.
+func (l *Listener) abandon(st *stream) {
+	l.endStream(st)
+}
