@@ -11,7 +11,7 @@ var inactiveFeatures = []struct {
 	{
 		path:      "dynamo.load.transport",
 		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Load.Transport == TransportBroker },
-		message:   "the broker transport is not active yet: kv_metrics subscriptions stay pending and are never dialed directly",
+		message:   "not active yet: no broker agent is in this build (switchyard broker), so subscriptions stay pending until a broker session covers their namespace, and are never dialed directly",
 	},
 }
 

@@ -222,6 +222,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		met := bus.NewMetrics()
 		s.metrics.Registry.MustRegister(met.Collectors()...)
 		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
+		s.bus = s.eventBus // broker subscriptions open their streams through it
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
