@@ -477,7 +477,8 @@ func TestKVReload(t *testing.T) {
 	tuned.Dynamo.KV.PrefillLoadScale = 2
 	tuned.Dynamo.KV.RouterTemperature = 0.25
 	require.NoError(t, srv.Reload(tuned))
-	require.Equal(t, picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 2, Temperature: 0.25}, kvOptions())
+	require.Equal(t, picker.KVOptions{OverlapScoreCredit: 0.5, PrefillLoadScale: 2, Temperature: 0.25,
+		Track: picker.Tracking{ActiveBlocks: true, PrefillTokens: true}}, kvOptions(), "tracking is on by default")
 
 	tuned.Dynamo.KV.ConditionalDisaggregation.Enabled = true
 	require.NoError(t, srv.Reload(tuned))
