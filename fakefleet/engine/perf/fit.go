@@ -188,7 +188,8 @@ type FitOptions struct {
 	// Restarts is how many more searches may follow the first, each from
 	// a fresh simplex around the best point (see restartedNelderMead);
 	// they end early at the first that does not improve. The evaluations
-	// in all are at most MaxEvals·(1 + Restarts).
+	// in all are about MaxEvals·(1 + Restarts) at most (a search may end
+	// with a shrink of its simplex past its budget).
 	Restarts int
 	Tol      float64 // relative spread of the simplex to stop at; 0 = 1e-6
 	// Experiments are recorded in the result's FitRecord.
