@@ -23,6 +23,7 @@ type engineFitFlags struct {
 	scale           float64
 	parallel        int
 	maxEvals        int
+	restarts        int
 	seed            uint64
 	exclude, params []string
 	lodo            bool
@@ -35,7 +36,7 @@ var lossDescription = fmt.Sprintf("mean over experiments of the mean summary-lev
 func newEngineFitCmd() *cobra.Command {
 	var f engineFitFlags
 	cmd := &cobra.Command{
-		Use:   "fit DIR... --out PROFILE.json [--base P] [--scale F] [--parallel N] [--max-evals N] [--exclude ID...]",
+		Use:   "fit DIR... --out PROFILE.json [--base P] [--scale F] [--parallel N] [--max-evals N] [--restarts N] [--exclude ID...]",
 		Short: "Fit the step-time model's coefficients to ground-truth experiments",
 		Long: "Fit the step-time model's coefficients and client overhead (docs/engine-model.md) so that\n" +
 			"simulating every experiment given (experiment folders, or folders of them) on its own\n" +
@@ -57,6 +58,7 @@ func newEngineFitCmd() *cobra.Command {
 	fl.Float64Var(&f.scale, "scale", 0.1, "share of each inference-perf stage's requests simulated per evaluation, in (0, 1]")
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "experiments simulated at once")
 	fl.IntVar(&f.maxEvals, "max-evals", 300, "loss evaluations (simulations of every experiment) per fit")
+	fl.IntVar(&f.restarts, "restarts", 0, "searches after the first, each from a fresh simplex around the best point; they stop at the first that does not improve (at most --max-evals each)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the synthesized prompts and arrivals")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "experiment ids to leave out")
 	fl.StringSliceVar(&f.params, "params", perf.FitParams, "coefficients to fit (allreduce_us and allreduce_step_us need experiments at more than one TP size, pcie_collective_us experiments on PCIe-linked GPUs)")
@@ -121,6 +123,8 @@ func checkFitFlags(f engineFitFlags) error {
 		return fmt.Errorf("--scale %v: want a share in (0, 1]", f.scale)
 	case f.maxEvals < 1 || f.maxEvals > 100000:
 		return fmt.Errorf("--max-evals %d: want 1..100000", f.maxEvals)
+	case f.restarts < 0 || f.restarts > 100:
+		return fmt.Errorf("--restarts %d: want 0..100", f.restarts)
 	case f.out == "" && !f.lodo:
 		return fmt.Errorf("--out is required (or --lodo)")
 	}
@@ -136,6 +140,10 @@ func checkFitFlags(f engineFitFlags) error {
 	}
 	return nil
 }
+
+// evalBudget is the most evaluations one fit may take: --max-evals for
+// the first search and for each restart.
+func (f engineFitFlags) evalBudget() int { return f.maxEvals * (1 + f.restarts) }
 
 // loadFitExperiments reads every folder; those that do not load or are
 // excluded are returned by name with the reason instead.
@@ -191,13 +199,13 @@ func startProfile(base *perf.Profile, cal *validate.Calibration) perf.Profile {
 // runFit fits start on cal with a progress bar counting evaluations, and
 // completes the fit record.
 func runFit(stderr io.Writer, cal *validate.Calibration, start perf.Profile, f engineFitFlags, label string) (perf.Profile, error) {
-	bar := progress.New(stderr, int64(f.maxEvals), label)
+	bar := progress.New(stderr, int64(f.evalBudget()), label)
 	defer bar.Finish()
 	return fitWithBar(bar, cal, start, f)
 }
 
 func fitWithBar(bar *progress.Bar, cal *validate.Calibration, start perf.Profile, f engineFitFlags) (perf.Profile, error) {
-	fitted, err := cal.Fit(start, perf.FitOptions{Params: f.params, MaxEvals: f.maxEvals}, func(float64) { bar.Add(1) })
+	fitted, err := cal.Fit(start, perf.FitOptions{Params: f.params, MaxEvals: f.maxEvals, Restarts: f.restarts}, func(float64) { bar.Add(1) })
 	if err != nil {
 		return perf.Profile{}, &exitError{1, err}
 	}
@@ -222,8 +230,8 @@ func fullScaleErrors(exps []*groundtruth.Experiment, p perf.Profile, f engineFit
 
 func printFit(w io.Writer, p perf.Profile, full *validate.Calibration, errs []validate.PE) {
 	c := p.Coefficients
-	fmt.Fprintf(w, "Fitted on %d experiments (scale %g, seed %d, %d evaluations): loss %.2f at scale, %.2f at full scale\n\n",
-		len(p.Fit.Experiments), p.Fit.Scale, p.Fit.Seed, p.Fit.Evaluations, p.Fit.Objective, p.Fit.FullScaleObjective)
+	fmt.Fprintf(w, "Fitted on %d experiments (scale %g, seed %d, %d evaluations, %d restarts): loss %.2f at scale, %.2f at full scale\n\n",
+		len(p.Fit.Experiments), p.Fit.Scale, p.Fit.Seed, p.Fit.Evaluations, p.Fit.Restarts, p.Fit.Objective, p.Fit.FullScaleObjective)
 	fmt.Fprintf(w, "| matmul_efficiency | attention_efficiency | bandwidth_efficiency | kv_bandwidth_efficiency | step_overhead_us | seq_overhead_us | allreduce_us | allreduce_step_us | pcie_collective_us | request_ms |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n| %.4f | %.4f | %.4f | %.4f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
 		c.MatmulEfficiency, c.AttentionEfficiency, c.BandwidthEfficiency, c.KVBandwidthEfficiency, c.StepOverheadUs, c.SeqOverheadUs, c.AllReduceUs,

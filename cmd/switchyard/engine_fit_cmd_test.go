@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,6 +202,32 @@ func TestEngineFitReducesTheLoss(t *testing.T) {
 	}
 }
 
+// TestEngineFitRestarts: a fit with --restarts records the restarts it ran
+// and ends no worse than the same fit without them.
+func TestEngineFitRestarts(t *testing.T) {
+	root := t.TempDir()
+	writeDeploymentExperiment(t, root, "x-one", 1)
+	args := []string{"engine", "fit", root, "--max-evals", "8", "--scale", "1", "--params", "step_overhead_us,request_ms",
+		"--date", "2000-01-02", "--parallel", "1"}
+	plainOut, restartOut := filepath.Join(t.TempDir(), "a.json"), filepath.Join(t.TempDir(), "b.json")
+	runSwitchyard(t, append(args, "--out", plainOut)...)
+	stdout, _ := runSwitchyard(t, append(args, "--out", restartOut, "--restarts", "2")...)
+	plain, err := perf.LoadProfile(plainOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := perf.LoadProfile(restartOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restarted.Fit.Restarts < 1 || restarted.Fit.Objective > plain.Fit.Objective || !strings.Contains(restarted.Fit.Method, "restarts") {
+		t.Errorf("with --restarts 2: %+v; without: %+v", restarted.Fit, plain.Fit)
+	}
+	if !strings.Contains(stdout, fmt.Sprintf("%d restarts", restarted.Fit.Restarts)) {
+		t.Errorf("output does not say how many restarts ran:\n%s", stdout)
+	}
+}
+
 func loadAll(t *testing.T, root string) []*groundtruth.Experiment {
 	t.Helper()
 	dirs, err := groundtruth.Expand([]string{root})
@@ -245,6 +272,7 @@ func TestEngineFitRefusesBadArguments(t *testing.T) {
 		{"engine", "fit", root, "--out", out, "--scale", "1.5"},
 		{"engine", "fit", root, "--out", out, "--params", "nonesuch"},
 		{"engine", "fit", root, "--out", out, "--max-evals", "0"},
+		{"engine", "fit", root, "--out", out, "--restarts", "-1"},
 		{"engine", "fit", root, "--out", out, "--date", "yesterday"},
 		{"engine", "fit", root, "--out", out, "--exclude", "x"},
 		{"engine", "fit", root, "--lodo"},

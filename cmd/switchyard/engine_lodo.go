@@ -43,7 +43,7 @@ func engineLODO(stdout, stderr io.Writer, exps []*groundtruth.Experiment, unused
 		printUnused(stdout, unused)
 		return &exitError{1, fmt.Errorf("leave-one-deployment-out needs experiments of at least two deployments, have %d", len(folds))}
 	}
-	bar := progress.New(stderr, int64(len(folds)*f.maxEvals), "leave-one-deployment-out fits")
+	bar := progress.New(stderr, int64(len(folds)*f.evalBudget()), "leave-one-deployment-out fits")
 	for _, fold := range folds {
 		if err := runFold(bar, fold, exps, base, f); err != nil {
 			bar.Finish()
@@ -115,8 +115,8 @@ func mockerErrors(exp *groundtruth.Experiment, seed uint64) (validate.PE, error)
 }
 
 func printLODO(w io.Writer, folds []*lodoFold, f engineFitFlags) {
-	fmt.Fprintf(w, "Leave-one-deployment-out: each deployment predicted at full scale by a fit on the others (scale %g, %d evaluations, seed %d)\n\n",
-		f.scale, f.maxEvals, f.seed)
+	fmt.Fprintf(w, "Leave-one-deployment-out: each deployment predicted at full scale by a fit on the others (scale %g, %d evaluations per search, %d restarts at most, seed %d)\n\n",
+		f.scale, f.maxEvals, f.restarts, f.seed)
 	fmt.Fprintf(w, "%s\n", metricHeader("| experiment | simulator |", "|---|---|"))
 	var oursE, mockr, oursB, blis []validate.PE
 	for _, fold := range folds {
@@ -135,11 +135,11 @@ func printLODO(w io.Writer, folds []*lodoFold, f engineFitFlags) {
 	fmt.Fprintf(w, "| mocker | %d (all simulated) |%s\n", len(mockr), aggregateCells(validate.Summarize(mockr)))
 	fmt.Fprintf(w, "| %s (LODO) | %d (where %s has figures) |%s\n", ours, len(oursB), lodoBaseline, aggregateCells(validate.Summarize(oursB)))
 	fmt.Fprintf(w, "| %s | %d |%s\n", lodoBaseline, len(blis), aggregateCells(validate.Summarize(blis)))
-	fmt.Fprintf(w, "\nCoefficients per fold (fitted without the deployment)\n\n| deployment left out | matmul | attention | bandwidth | KV bandwidth | step µs | seq µs | all-reduce µs | ring step µs | PCIe collective µs | request ms | loss |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\nCoefficients per fold (fitted without the deployment)\n\n| deployment left out | matmul | attention | bandwidth | KV bandwidth | step µs | seq µs | all-reduce µs | ring step µs | PCIe collective µs | request ms | loss | evaluations |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, fold := range folds {
 		c := fold.fitted.Coefficients
-		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", fold.key,
+		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %d |\n", fold.key,
 			c.MatmulEfficiency, c.AttentionEfficiency, c.BandwidthEfficiency, c.KVBandwidthEfficiency, c.StepOverheadUs, c.SeqOverheadUs, c.AllReduceUs,
-			c.AllReduceStepUs, c.PCIeCollectiveUs, fold.fitted.Overheads.RequestMs, fold.fitted.Fit.Objective)
+			c.AllReduceStepUs, c.PCIeCollectiveUs, fold.fitted.Overheads.RequestMs, fold.fitted.Fit.Objective, fold.fitted.Fit.Evaluations)
 	}
 }

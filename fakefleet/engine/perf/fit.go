@@ -16,6 +16,12 @@ type objective func(x []float64) float64
 // evaluations or when the simplex's values agree within tol (relative).
 // Ties are broken by vertex order, so the result depends only on f.
 func nelderMead(f objective, x0, step []float64, maxEvals int, tol float64) (best []float64, fbest float64, evals int) {
+	return downhill(f, x0, math.NaN(), step, maxEvals, tol)
+}
+
+// downhill is nelderMead with the value at x0 given as f0 when it is known
+// (not NaN), which saves that evaluation.
+func downhill(f objective, x0 []float64, f0 float64, step []float64, maxEvals int, tol float64) (best []float64, fbest float64, evals int) {
 	n := len(x0)
 	eval := func(x []float64) float64 {
 		evals++
@@ -30,7 +36,10 @@ func nelderMead(f objective, x0, step []float64, maxEvals int, tol float64) (bes
 		f float64
 	}
 	simplex := make([]vertex, n+1)
-	simplex[0] = vertex{slices.Clone(x0), eval(x0)}
+	if math.IsNaN(f0) {
+		f0 = eval(x0)
+	}
+	simplex[0] = vertex{slices.Clone(x0), f0}
 	for i := range n {
 		x := slices.Clone(x0)
 		x[i] += step[i]
@@ -88,6 +97,31 @@ func nelderMead(f objective, x0, step []float64, maxEvals int, tol float64) (bes
 	}
 	slices.SortStableFunc(simplex, func(a, b vertex) int { return cmpFloat(a.f, b.f) })
 	return simplex[0].x, simplex[0].f, evals
+}
+
+// restartedNelderMead runs nelderMead from x0 and then up to restarts more
+// searches, each from a fresh simplex of the first one's size around the
+// best point so far. A downhill simplex in several dimensions collapses
+// onto a subspace and stalls there; a new simplex spans every axis again.
+// The restarts stop early once one does not improve the best value by
+// more than tol (relative). Each search has a budget of maxEvals; the
+// best point is kept, so restarts never end worse than the first search.
+func restartedNelderMead(f objective, x0, step []float64, maxEvals int, tol float64, restarts int) (best []float64, fbest float64, evals, ran int) {
+	best, fbest, evals = nelderMead(f, x0, step, maxEvals, tol)
+	for ran < restarts {
+		x, fx, n := downhill(f, best, fbest, step, maxEvals, tol)
+		evals += n
+		ran++
+		if !(fx < fbest) {
+			break
+		}
+		gain := fbest - fx
+		best, fbest = x, fx
+		if gain <= tol*math.Abs(fbest) {
+			break
+		}
+	}
+	return best, fbest, evals, ran
 }
 
 func cmpFloat(a, b float64) int {
@@ -150,8 +184,14 @@ func field(p *Profile, name string) (*float64, bool) {
 // FitOptions steer Fit. Zero values take the defaults noted.
 type FitOptions struct {
 	Params   []string // parameters to adjust, from FitParams; nil = DefaultFitParams
-	MaxEvals int      // loss evaluations; 0 = 400
-	Tol      float64  // relative spread of the simplex to stop at; 0 = 1e-6
+	MaxEvals int      // loss evaluations per search; 0 = 400
+	// Restarts is how many more searches may follow the first, each from
+	// a fresh simplex around the best point (see restartedNelderMead);
+	// they end early at the first that does not improve. The evaluations
+	// in all are about MaxEvals·(1 + Restarts) at most (a search may end
+	// with a shrink of its simplex past its budget).
+	Restarts int
+	Tol      float64 // relative spread of the simplex to stop at; 0 = 1e-6
 	// Experiments are recorded in the result's FitRecord.
 	Experiments []string
 }
@@ -213,13 +253,17 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 		}
 		return v
 	}
-	x, fbest, evals := nelderMead(f, x0, step, opts.MaxEvals, opts.Tol)
+	x, fbest, evals, ran := restartedNelderMead(f, x0, step, opts.MaxEvals, opts.Tol, max(opts.Restarts, 0))
 	if lossErr != nil {
 		return Profile{}, fmt.Errorf("%w: %w", ErrFit, lossErr)
 	}
 	p := set(x)
-	p.Fit = &FitRecord{Method: fmt.Sprintf("Nelder-Mead over %v", params), Experiments: opts.Experiments,
-		Objective: fbest, Evaluations: evals}
+	method := fmt.Sprintf("Nelder-Mead over %v", params)
+	if opts.Restarts > 0 {
+		method += fmt.Sprintf(", up to %d evaluations per search, up to %d restarts", opts.MaxEvals, opts.Restarts)
+	}
+	p.Fit = &FitRecord{Method: method, Experiments: opts.Experiments,
+		Objective: fbest, Evaluations: evals, Restarts: ran}
 	return p, p.Validate()
 }
 

@@ -139,3 +139,78 @@ func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
 		t.Errorf("pcie_collective_us = %v, want 150", v)
 	}
 }
+
+// rastrigin has a local minimum near every integer point, where a downhill
+// simplex stalls: a test objective on which restarts can matter.
+func rastrigin(x []float64) float64 {
+	s := 10 * float64(len(x))
+	for _, v := range x {
+		s += v*v - 10*math.Cos(2*math.Pi*v)
+	}
+	return s
+}
+
+func TestRestartsNeverEndWorseAndStayDeterministic(t *testing.T) {
+	funcs := map[string]objective{"rosenbrock": rosenbrock, "rastrigin": rastrigin}
+	starts := [][]float64{{-1.2, 1}, {2.7, -3.1}, {0.4, 4.6}}
+	improved := false
+	for name, f := range funcs {
+		for _, x0 := range starts {
+			for _, budget := range []int{15, 40, 120} {
+				_, plain, _ := nelderMead(f, x0, []float64{0.5, 0.5}, budget, 1e-9)
+				x, got, evals, ran := restartedNelderMead(f, x0, []float64{0.5, 0.5}, budget, 1e-9, 4)
+				if got > plain {
+					t.Errorf("%s from %v, %d evaluations: %v with restarts, %v without", name, x0, budget, got, plain)
+				}
+				improved = improved || got < plain
+				// A search may overrun its budget by a shrink of the simplex.
+				if ran > 4 || evals > (budget+3)*(1+ran) {
+					t.Errorf("%s: %d restarts, %d evaluations with a budget of %d per search", name, ran, evals, budget)
+				}
+				again, gotAgain, evalsAgain, ranAgain := restartedNelderMead(f, x0, []float64{0.5, 0.5}, budget, 1e-9, 4)
+				if !slices.Equal(x, again) || got != gotAgain || evals != evalsAgain || ran != ranAgain {
+					t.Fatalf("%s from %v: two runs disagree", name, x0)
+				}
+			}
+		}
+	}
+	if !improved {
+		t.Error("restarts never improved on a single search: the test does not exercise them")
+	}
+}
+
+func TestRestartsStopAtTheFirstThatDoesNotImprove(t *testing.T) {
+	bowl := func(x []float64) float64 { return x[0]*x[0] + x[1]*x[1] }
+	// Converged to tolerance at the minimum, a restart finds nothing better.
+	_, f, _, ran := restartedNelderMead(bowl, []float64{1, 1}, []float64{0.5, 0.5}, 5000, 1e-12, 10)
+	if ran != 1 || f > 1e-10 {
+		t.Fatalf("%d restarts after converging (f %v), want 1", ran, f)
+	}
+}
+
+func TestFitRecordsRestarts(t *testing.T) {
+	truth := testProfile()
+	s := decode(1000, 2000, 3000)
+	want := truth.Timing().StepTime(s).Seconds()
+	loss := func(p Profile) (float64, error) {
+		e := p.Timing().StepTime(s).Seconds()/want - 1
+		return e * e, nil
+	}
+	start := truth
+	start.Coefficients = DefaultCoefficients
+	params := []string{"bandwidth_efficiency", "step_overhead_us"}
+	plain, err := Fit(start, loss, FitOptions{Params: params, MaxEvals: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := Fit(start, loss, FitOptions{Params: params, MaxEvals: 12, Restarts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Fit.Restarts != 0 || restarted.Fit.Restarts == 0 || restarted.Fit.Evaluations <= plain.Fit.Evaluations {
+		t.Fatalf("fit records: without restarts %+v, with %+v", plain.Fit, restarted.Fit)
+	}
+	if restarted.Fit.Objective > plain.Fit.Objective {
+		t.Fatalf("objective %v with restarts, %v without", restarted.Fit.Objective, plain.Fit.Objective)
+	}
+}

@@ -80,6 +80,9 @@ type FitRecord struct {
 	Experiments []string `json:"experiments,omitempty"`
 	Objective   float64  `json:"objective"`
 	Evaluations int      `json:"evaluations"`
+	// Restarts is how many searches followed the first, each from a
+	// fresh simplex around the best point (0: one search).
+	Restarts int `json:"restarts,omitempty"`
 	// Scale and Seed are the workload share and seed the loss simulated
 	// at; FullScaleObjective is the loss of the result on the whole
 	// workloads, when it was checked.
