@@ -53,6 +53,9 @@ const (
 	// (the welcome's stream_buffer_bytes).
 	MinStreamBuffer = 16 << 10
 	MaxStreamBuffer = 1 << 20
+	// CloseGrace bounds how long a stream whose publisher ended waits for
+	// the router to end the response.
+	CloseGrace = 5 * time.Second
 	// DrainTimeout bounds a drain's goodbye: flushing draining and
 	// waiting for the router to end the control channel.
 	DrainTimeout = 2 * time.Second
@@ -181,19 +184,15 @@ func validName(s string, max int) bool {
 // stream closed, and the control channel ended cleanly.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.tr.CloseIdleConnections()
-	delay := BackoffInitial
+	b := backoff{rng: a.rng}
 	for {
 		start := time.Now()
 		welcomed, err := a.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if welcomed && time.Since(start) >= StableSession {
-			delay = BackoffInitial
-		}
-		wait := time.Duration(a.rng.Int64N(int64(delay)) + 1)
+		wait := b.next(welcomed, time.Since(start))
 		a.log.Warn("event bus session ended; reconnecting", "error", err, "in", wait.Round(time.Millisecond))
-		delay = min(delay*2, BackoffMax)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -204,13 +203,36 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// RefusedError is a session the router refused with an HTTP status.
+// backoff is the full-jitter reconnect delay: uniform in (0, ceiling], the
+// ceiling doubling from BackoffInitial up to BackoffMax and starting over
+// once a welcomed session lasted StableSession.
+type backoff struct {
+	ceiling time.Duration
+	rng     *rand.Rand
+}
+
+// next is the wait before the next attempt, after one that was welcomed or
+// not and lasted that long.
+func (b *backoff) next(welcomed bool, lasted time.Duration) time.Duration {
+	if b.ceiling == 0 || welcomed && lasted >= StableSession {
+		b.ceiling = BackoffInitial
+	}
+	wait := time.Duration(b.rng.Int64N(int64(b.ceiling))) + 1
+	b.ceiling = min(b.ceiling*2, BackoffMax)
+	return wait
+}
+
+// RefusedError is a session the router refused with an HTTP status, or
+// ended with an error message (Status 0).
 type RefusedError struct {
 	Status int
 	Code   string
 }
 
 func (e *RefusedError) Error() string {
+	if e.Status == 0 {
+		return "the router ended the session: " + e.Code
+	}
 	return fmt.Sprintf("the router refused the session: %d %s", e.Status, e.Code)
 }
 
@@ -265,7 +287,12 @@ func (a *Agent) session(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	req.Header.Set("Content-Type", wire.ContentType)
+	// Until the welcome, ctx's end abandons the attempt: there is nothing
+	// to drain yet.
 	welcomeTimer := time.AfterFunc(WelcomeTimeout, cancel)
+	defer welcomeTimer.Stop()
+	stopEarly := context.AfterFunc(ctx, cancel)
+	defer stopEarly()
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		welcomeTimer.Stop()
@@ -281,6 +308,10 @@ func (a *Agent) session(ctx context.Context) (bool, error) {
 	dec := wire.NewDecoder(resp.Body)
 	w, err := dec.Decode()
 	welcomeTimer.Stop()
+	if !stopEarly() {
+		a.met.SessionAttempts.WithLabelValues("failed").Inc()
+		return false, ctx.Err()
+	}
 	if err != nil || w.Type != wire.TypeWelcome {
 		a.met.SessionAttempts.WithLabelValues("failed").Inc()
 		if err == nil {
@@ -438,8 +469,7 @@ func (s *session) loop(ctx context.Context, msgs <-chan wire.Message, readErr <-
 				return err
 			}
 		case id := <-s.closedStreams:
-			delete(s.streams, id)
-			s.a.met.Streams.Set(float64(len(s.streams)))
+			s.forget(id)
 		case <-hb.C:
 			seq++
 			if !s.send(wire.Message{Type: wire.TypeHeartbeat, Seq: seq}) {
@@ -479,14 +509,41 @@ func (s *session) drain() {
 	}
 }
 
-// closeAll ends every stream and waits for their relays.
+// closeAll ends every stream and waits for their relays, taking the ids
+// they report meanwhile so none blocks on a full closedStreams.
 func (s *session) closeAll() {
 	for id, r := range s.streams {
 		r.stop(false)
 		delete(s.streams, id)
 	}
-	s.wg.Wait()
-	s.a.met.Streams.Set(0)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-s.closedStreams:
+		case <-done:
+			s.a.met.Streams.Set(0)
+			return
+		}
+	}
+}
+
+// forget drops a stream whose relay ended.
+func (s *session) forget(id string) {
+	delete(s.streams, id)
+	s.a.met.Streams.Set(float64(len(s.streams)))
+}
+
+// forgetClosed drops every stream whose relay has ended so far.
+func (s *session) forgetClosed() {
+	for {
+		select {
+		case id := <-s.closedStreams:
+			s.forget(id)
+		default:
+			return
+		}
+	}
 }
 
 func (s *session) handle(ctx context.Context, m wire.Message) error {
@@ -497,6 +554,8 @@ func (s *session) handle(ctx context.Context, m wire.Message) error {
 		}
 	case wire.TypeHeartbeatAck:
 	case wire.TypeSubscribe:
+		// Relays that ended before this command free their slots first.
+		s.forgetClosed()
 		s.subscribe(ctx, m.StreamID, *m.Target)
 	case wire.TypeUnsubscribe:
 		if r := s.streams[m.StreamID]; r != nil {

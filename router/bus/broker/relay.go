@@ -36,13 +36,16 @@ func (r *relay) stop(report bool) {
 
 // closed tells the router the stream ended on this side (unless the
 // router ended it) and lets the session forget it.
+//
+// The id is handed back before stream_closed is sent, so a subscribe the
+// router sends in answer finds the slot free.
 func (r *relay) closed(code string) {
-	if !r.quiet.Load() {
-		r.s.send(wire.Message{Type: wire.TypeStreamClosed, StreamID: r.id, Code: code})
-	}
 	select {
 	case r.s.closedStreams <- r.id:
 	case <-r.s.ended:
+	}
+	if !r.quiet.Load() {
+		r.s.send(wire.Message{Type: wire.TypeStreamClosed, StreamID: r.id, Code: code})
 	}
 }
 
@@ -67,10 +70,21 @@ func (r *relay) run(ctx context.Context) {
 	stopWatch := context.AfterFunc(ctx, closeConn)
 	defer stopWatch()
 
-	// The publisher's end ends the request, which ends the response.
+	// The publisher's end ends the request body; the router then ends
+	// the response. A router that does not is cut off after CloseGrace
+	// (cancelling at once could drop the publisher's last bytes).
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	body := &pubReader{conn: conn, closeConn: closeConn, ended: scancel, bytes: a.met.Bytes.WithLabelValues("to_router")}
+	var graceOnce sync.Once
+	var grace *time.Timer
+	defer func() {
+		graceOnce.Do(func() {})
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	ended := func() { graceOnce.Do(func() { grace = time.AfterFunc(CloseGrace, scancel) }) }
+	body := &pubReader{conn: conn, closeConn: closeConn, ended: ended, bytes: a.met.Bytes.WithLabelValues("to_router")}
 	req, err := a.newRequest(sctx, wire.StreamPathPrefix+r.id, body)
 	if err != nil {
 		a.met.StreamOpens.WithLabelValues("failed").Inc()
@@ -78,7 +92,7 @@ func (r *relay) run(ctx context.Context) {
 		return
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	openTimer := time.AfterFunc(StreamOpenTimeout, closeConn)
+	openTimer := time.AfterFunc(StreamOpenTimeout, func() { closeConn(); scancel() })
 	resp, err := a.hc.Do(req)
 	openTimer.Stop()
 	if err != nil {
