@@ -476,6 +476,20 @@ func TestBrokerTunnelSameStateAsDirect(t *testing.T) {
 	require.Greater(t, metric(t, r.bp.metrics, `switchyard_broker_stream_bytes_total{direction="to_router"}`), 0.0)
 	require.Greater(t, metric(t, r.bp.metrics, `switchyard_broker_stream_bytes_total{direction="to_publisher"}`), 0.0)
 	require.Equal(t, 4.0, metric(t, r.bp.metrics, `switchyard_broker_stream_opens_total{result="opened"}`))
+
+	// SIGTERM drains: the router hears draining, every stream ends, the
+	// process exits 0 and the router's subscriptions wait for a broker.
+	require.NoError(t, r.bp.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-r.bp.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the broker did not exit after SIGTERM")
+	}
+	require.True(t, r.bp.cmd.ProcessState.Success(), "exit: %v\n%s", r.bp.cmd.ProcessState, r.bp.stderr.String())
+	require.Contains(t, r.bp.stderr.String(), "event bus session draining")
+	r.wait(t, "every broker subscription pending after the drain", func() bool {
+		return subs(t, r.broker, "load", "pending", "broker") == 2 && subs(t, r.broker, "kv", "pending", "broker") == 2
+	})
 }
 
 // Killing the broker: SIGKILL leaves the broker router's subscriptions
