@@ -35,6 +35,10 @@ func init() { register(newBrokerCmd) }
 // from when no --token-file is given.
 const DefaultBrokerTokenEnv = "SWITCHYARD_BUS_TOKEN"
 
+// DefaultBrokerEtcd is the etcd the broker reads when neither
+// --etcd-endpoints nor ETCD_ENDPOINTS names one (Dynamo's own default).
+const DefaultBrokerEtcd = "localhost:2379"
+
 type brokerFlags struct {
 	busURL, clientID          string
 	namespaces                []string
@@ -119,9 +123,10 @@ func (f brokerFlags) discoveryConfig(lookup func(string) (string, bool)) (*confi
 		if len(eps) == 0 && env("ETCD_ENDPOINTS") != "" {
 			eps = strings.Split(env("ETCD_ENDPOINTS"), ",")
 		}
-		if len(eps) > 0 {
-			d.Etcd.Endpoints = eps
+		if len(eps) == 0 {
+			eps = []string{DefaultBrokerEtcd}
 		}
+		d.Etcd.Endpoints = eps
 		if len(f.namespaces) == 1 {
 			d.Etcd.Namespace = f.namespaces[0]
 		} else {
