@@ -35,6 +35,25 @@ type Set struct {
 func New() *Set {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d := NewDiscovery()
+	reg.MustRegister(d.Collectors()...)
+	l := newLoad()
+	reg.MustRegister(l.Events)
+	g := newGateway()
+	reg.MustRegister(g.collectors()...)
+	sel := newSelection()
+	reg.MustRegister(sel.Total, sel.ActiveRefused)
+	k := newKV()
+	reg.MustRegister(k.Events, k.Selection)
+	e := newEPP()
+	reg.MustRegister(e.collectors()...)
+	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k, EPP: e}
+}
+
+// NewDiscovery builds the discovery collectors, unregistered, with every
+// closed label value pre-initialized (switchyard broker registers them on
+// a registry of its own).
+func NewDiscovery() Discovery {
 	d := Discovery{
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_dynamo_discovery_events_total",
@@ -59,18 +78,12 @@ func New() *Set {
 	for _, r := range []discovery.Role{discovery.RolePrefill, discovery.RoleDecode, discovery.RoleAggregated, discovery.RoleUnknown} {
 		d.Workers.WithLabelValues(r.String())
 	}
-	reg.MustRegister(d.Events, d.Connected, d.Generation, d.Workers)
-	l := newLoad()
-	reg.MustRegister(l.Events)
-	g := newGateway()
-	reg.MustRegister(g.collectors()...)
-	sel := newSelection()
-	reg.MustRegister(sel.Total, sel.ActiveRefused)
-	k := newKV()
-	reg.MustRegister(k.Events, k.Selection)
-	e := newEPP()
-	reg.MustRegister(e.collectors()...)
-	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k, EPP: e}
+	return d
+}
+
+// Collectors lists d's collectors, for registering.
+func (d *Discovery) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{d.Events, d.Connected, d.Generation, d.Workers}
 }
 
 // CountDiscovery increments one discovery event kind. Kinds outside the

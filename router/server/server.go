@@ -197,6 +197,14 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.prompts = newPrompts(s, cfg, log.With("component", "prompt"))
 	s.discovery = discoverysource.New(s.core, clock.Real{}, log, &s.metrics.Discovery, nil)
+	if cfg.Dynamo.EventBus.Enabled {
+		met := bus.NewMetrics()
+		s.metrics.Registry.MustRegister(met.Collectors()...)
+		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
+		// Before the event plane: its broker subscriptions and coverage
+		// reporter hold the bus they are given.
+		s.bus = s.eventBus
+	}
 	if err := s.startEventPlane(cfg, o); err != nil {
 		s.Close()
 		return nil, err
@@ -217,12 +225,6 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if err := s.startEPP(cfg); err != nil {
 		s.Close()
 		return nil, err
-	}
-	if cfg.Dynamo.EventBus.Enabled {
-		met := bus.NewMetrics()
-		s.metrics.Registry.MustRegister(met.Collectors()...)
-		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
-		s.bus = s.eventBus // broker subscriptions open their streams through it
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
