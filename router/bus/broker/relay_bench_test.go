@@ -40,6 +40,7 @@ const relayToken = "relay-bench-token"
 type relayPKI struct {
 	server tls.Certificate
 	roots  *x509.CertPool
+	caDER  []byte
 }
 
 func newRelayPKI(tb testing.TB) relayPKI {
@@ -74,7 +75,7 @@ func newRelayPKI(tb testing.TB) relayPKI {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	return relayPKI{server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, roots: roots}
+	return relayPKI{server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, roots: roots, caDER: caDER}
 }
 
 func sha256Hex(token string) string {
