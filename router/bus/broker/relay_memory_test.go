@@ -197,7 +197,9 @@ func allConnected(sup *eventplane.Supervisor, n int) func() bool {
 	}
 }
 
-func perSub(after, before uint64, n int) float64 { return (float64(after) - float64(before)) / float64(n) }
+func perSub(after, before uint64, n int) float64 {
+	return (float64(after) - float64(before)) / float64(n)
+}
 
 // TestMemoryPerIdleTunneledSubscription measures 1,024 idle kv_metrics
 // subscriptions carried by one broker session: the router's heap and
