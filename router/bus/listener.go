@@ -250,7 +250,7 @@ func (l *Listener) serveConn(c net.Conn) {
 		MaxUploadBufferPerConnection: int32(min(st.MaxSessionBufferBytes, 1<<31-1)),
 		IdleTimeout:                  st.Linger,
 		ReadIdleTimeout:              st.PingInterval,
-		PingTimeout:                  15 * time.Second,
+		PingTimeout:                  st.PingTimeout,
 	}
 	ctx, stop := context.WithCancel(context.WithValue(context.Background(), connKey{}, cs))
 	defer stop()
