@@ -169,6 +169,9 @@ func (l *Listener) Close() error {
 		for _, s := range l.sessions {
 			l.endSessionLocked(s, wire.CodeShuttingDown)
 		}
+		// Waiters on Changed look again (a host hands them its next
+		// listener's).
+		l.notifyLocked()
 		l.mu.Unlock()
 	})
 	l.wg.Wait()

@@ -214,6 +214,9 @@ func (c *streamConn) Write(b []byte) (int, error) {
 	return written, nil
 }
 
+// Carrier is the id of the broker whose session carries the stream.
+func (c *streamConn) Carrier() string { return c.st.sess.entry }
+
 // Close unsubscribes and ends the stream.
 func (c *streamConn) Close() error {
 	first := false

@@ -63,8 +63,8 @@ type Server struct {
 	core *core.Shared
 	// epp is the endpoint picker, nil unless epp.enabled.
 	epp *eppHost
-	// eventBus is the event bus listener's host, nil unless
-	// dynamo.event_bus.enabled (at start-up).
+	// eventBus is the event bus listener's host; it runs a listener
+	// while dynamo.event_bus.enabled.
 	eventBus  *bus.Host
 	recording bool
 	// overlay is Options.Overlay.
@@ -85,9 +85,9 @@ type Server struct {
 	loadSubs    *eventplane.Supervisor
 	kvSubs      *eventplane.Supervisor
 	kvListener  *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
-	// bus opens relayed streams for dynamo.load.transport broker; nil
-	// until the event-bus listener runs (broker subscriptions then stay
-	// pending). coverage is its debounced report.
+	// bus opens relayed streams for dynamo.load.transport broker (the
+	// event-bus host: while its listener does not run, broker
+	// subscriptions stay pending). coverage is its debounced report.
 	bus        eventplane.Bus
 	coverage   *eventplane.CoverageReporter
 	kvOn       atomic.Bool   // follow kv-events (KV-aware selection is on)
@@ -197,6 +197,14 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.prompts = newPrompts(s, cfg, log.With("component", "prompt"))
 	s.discovery = discoverysource.New(s.core, clock.Real{}, log, &s.metrics.Discovery, nil)
+	// The event-bus host runs whatever dynamo.event_bus.enabled says, so a
+	// reload can start or stop the listener; it must exist before the
+	// event plane, whose broker subscriptions and coverage reporter open
+	// streams and count sessions through it.
+	busMet := bus.NewMetrics()
+	s.metrics.Registry.MustRegister(busMet.Collectors()...)
+	s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), busMet)
+	s.bus = s.eventBus
 	if err := s.startEventPlane(cfg, o); err != nil {
 		s.Close()
 		return nil, err
@@ -217,12 +225,6 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	if err := s.startEPP(cfg); err != nil {
 		s.Close()
 		return nil, err
-	}
-	if cfg.Dynamo.EventBus.Enabled {
-		met := bus.NewMetrics()
-		s.metrics.Registry.MustRegister(met.Collectors()...)
-		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
-		s.bus = s.eventBus // broker subscriptions open their streams through it
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
@@ -504,10 +506,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if s.epp != nil {
 		s.epp.srv.Reload(epp.SettingsFrom(cfg))
 	}
-	if cfg.Dynamo.EventBus.Enabled != old.Dynamo.EventBus.Enabled {
-		s.log.Warn("dynamo.event_bus.enabled takes effect after a restart")
-	}
-	if s.eventBus != nil && !reflect.DeepEqual(cfg.Dynamo.EventBus, old.Dynamo.EventBus) {
+	if !reflect.DeepEqual(cfg.Dynamo.EventBus, old.Dynamo.EventBus) {
+		// Starts, stops or rebinds the listener and applies its settings;
+		// discovery, the registry and the subscriptions are not touched.
 		s.eventBus.Reload(cfg.Dynamo.EventBus)
 	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
