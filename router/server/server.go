@@ -283,6 +283,9 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.core.Tracker().Size})
 	s.coverage = eventplane.NewCoverageReporter(clk, s.bus, s.discovery.Namespaces, s.loadSubs, s.kvSubs)
 	s.metrics.Registry.MustRegister(&metrics.BrokerCollector{Coverage: s.brokerCoverage})
+	s.metrics.Registry.MustRegister(&metrics.BrokerSubscriptionsCollector{Brokers: s.brokerIDs,
+		Families: []func() []eventplane.SubscriptionInfo{s.loadSubs.Subscriptions, s.kvSubs.Subscriptions},
+		Names:    []string{discovery.TopicLoad, discovery.TopicKVEvents}})
 	every := o.tickEvery
 	if every <= 0 {
 		every = tickEvery
@@ -390,6 +393,23 @@ func (s *Server) brokerCoverage() []eventplane.NamespaceCoverage {
 		return nil
 	}
 	return s.coverage.Coverage()
+}
+
+// brokerIDs are the configured brokers[].id of role broker while the
+// event bus is enabled: the closed label set of
+// switchyard_dynamo_broker_subscriptions.
+func (s *Server) brokerIDs() []string {
+	b := s.cfg.Load().Dynamo.EventBus
+	if !b.Enabled {
+		return nil
+	}
+	var ids []string
+	for _, e := range b.Brokers {
+		if e.Role == "" || e.Role == config.BusRoleBroker {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
 }
 
 func loadPolicy(cfg *config.Config, bus eventplane.Bus) (eventplane.Policy, error) {
