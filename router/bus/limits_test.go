@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ type rawH2 struct {
 	fr   *http2.Framer
 	hbuf bytes.Buffer
 	enc  *hpack.Encoder
+	wmu  sync.Mutex // frames are written from the reader (acks) and the test
 }
 
 func dialRaw(t *testing.T, p *pki, addr string) *rawH2 {
@@ -61,14 +63,18 @@ func (r *rawH2) read(pings *int) http2.Frame {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
+				r.wmu.Lock()
 				_ = r.fr.WriteSettingsAck()
+				r.wmu.Unlock()
 			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				if pings != nil {
 					*pings++
 				}
+				r.wmu.Lock()
 				_ = r.fr.WritePing(true, f.Data)
+				r.wmu.Unlock()
 			}
 		default:
 			return f
@@ -273,6 +279,61 @@ func TestLingerAfterLastRequest(t *testing.T) {
 		t.Fatalf("GOAWAY %v after the last request, before the %v linger", elapsed, s.Linger)
 	}
 	waitFor(t, "the session's end", func() bool { return l.SessionCount() == 0 })
+}
+
+// The linger counts from the last accepted request: refused requests do
+// not keep a connection open.
+func TestLingerCountsAcceptedRequestsOnly(t *testing.T) {
+	p := newPKI(t)
+	s := testSettings(p, brokerEntry("broker-a", "tok-a", "dynamo"))
+	s.Linger = 300 * time.Millisecond
+	l, addr := startListener(t, s)
+	r := dialRaw(t, p, addr)
+	r.openSession("tok-a", brokerHello("broker-a", "dynamo"))
+	ended := time.Now()
+	if err := r.fr.WriteData(1, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A request for no endpoint every third of the linger: each is
+	// answered 404, none is accepted.
+	stop := make(chan struct{})
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		tick := time.NewTicker(s.Linger / 3)
+		defer tick.Stop()
+		for id := uint32(3); ; id += 2 {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			r.wmu.Lock()
+			r.hbuf.Reset()
+			for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/nope"}} {
+				_ = r.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+			}
+			err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.hbuf.Bytes(), EndHeaders: true, EndStream: true})
+			r.wmu.Unlock()
+			if err != nil {
+				return
+			}
+			n++
+		}
+	}()
+	for r.read(nil) != nil {
+	}
+	close(stop)
+	if elapsed := time.Since(ended); elapsed < s.Linger {
+		t.Fatalf("closed %v after the last accepted request, before the linger", elapsed)
+	}
+	if n := <-sent; n < 3 {
+		t.Fatalf("only %d refused requests were sent before the close", n)
+	}
+	if got := refusals(l, wire.CodeNotFound); got < 3 {
+		t.Fatalf("not_found counted %v times", got)
+	}
 }
 
 // A session whose client sends nothing (not even heartbeat answers) ends

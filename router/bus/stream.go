@@ -122,7 +122,8 @@ func (l *Listener) serveStream(w http.ResponseWriter, r *http.Request, cs *connS
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = c.rc.Flush()
-	cs.accepted.Store(true)
+	cs.begin()
+	defer cs.end()
 	st.ready <- c // cap 1, sent once: consumed is set once
 
 	select {
