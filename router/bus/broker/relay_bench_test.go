@@ -85,14 +85,15 @@ func sha256Hex(token string) string {
 }
 
 // relayListener serves the router's event-bus listener on loopback with
-// the default limits (1,024 streams, 64 MiB per session).
-func relayListener(tb testing.TB, p relayPKI) (*bus.Listener, string) {
+// the default session budget (64 MiB) over maxStreams streams per session
+// (config.DefaultMaxStreamsPerSession, 1,024, gives 16 KiB stream windows).
+func relayListener(tb testing.TB, p relayPKI, maxStreams int) (*bus.Listener, string) {
 	tb.Helper()
 	sum := sha256Hex(relayToken)
 	l, err := bus.New(bus.Settings{
 		Brokers:     []config.BusClient{{ID: "broker-a", Role: config.BusRoleBroker, TokenHash: sum, Namespaces: []string{"dynamo"}}},
 		Certificate: p.server, MaxSessions: config.DefaultMaxSessions,
-		MaxStreamsPerSession: config.DefaultMaxStreamsPerSession, MaxSessionBufferBytes: config.DefaultMaxSessionBufferBytes,
+		MaxStreamsPerSession: maxStreams, MaxSessionBufferBytes: config.DefaultMaxSessionBufferBytes,
 		HeartbeatInterval: 10 * time.Second, IdleTimeout: 30 * time.Second,
 	}, nil, nil)
 	if err != nil {
@@ -266,16 +267,27 @@ func publisherSnapshot(addrs ...string) *discovery.Snapshot {
 
 // BenchmarkRelayThroughput is one kv_metrics stream read as fast as the
 // router takes it: direct (TCP to the publisher) and broker (publisher →
-// broker agent → TLS/HTTP/2 listener → ZMTP client). One op is one
-// message; MB/s counts ZMTP bytes on the publisher's wire.
+// broker agent → TLS/HTTP/2 listener → ZMTP client), the latter with the
+// default 16 KiB stream windows and with 256 KiB ones (64 streams per
+// session). One op is one message; MB/s counts ZMTP bytes on the
+// publisher's wire.
 func BenchmarkRelayThroughput(b *testing.B) {
-	for _, transport := range []string{eventplane.TransportDirect, eventplane.TransportBroker} {
-		b.Run(transport, func(b *testing.B) {
+	for _, c := range []struct {
+		name       string
+		transport  string
+		maxStreams int
+	}{
+		{"direct", eventplane.TransportDirect, 0},
+		{"broker", eventplane.TransportBroker, config.DefaultMaxStreamsPerSession},
+		{"broker-256KiB", eventplane.TransportBroker, 64},
+	} {
+		transport := c.transport
+		b.Run(c.name, func(b *testing.B) {
 			pub := startFloodPublisher(b)
 			policy := eventplane.Policy{Transport: eventplane.TransportDirect, Dialer: &eventplane.Dialer{}}
 			if transport == eventplane.TransportBroker {
 				p := newRelayPKI(b)
-				l, addr := relayListener(b, p)
+				l, addr := relayListener(b, p, c.maxStreams)
 				relayAgent(b, p, l, addr)
 				policy = eventplane.Policy{Transport: eventplane.TransportBroker, Bus: l}
 			}

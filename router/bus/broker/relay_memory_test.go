@@ -21,6 +21,7 @@ import (
 
 	"switchyard/router/bus/broker"
 	"switchyard/router/clock"
+	"switchyard/router/config"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
@@ -236,7 +237,7 @@ func TestMemoryPerIdleTunneledSubscription(t *testing.T) {
 
 	// Tunneled: one broker session carries every subscription.
 	p := newRelayPKI(t)
-	l, busAddr := relayListener(t, p)
+	l, busAddr := relayListener(t, p, config.DefaultMaxStreamsPerSession)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.caDER})
 	brokerProc := startHelper(t, "broker", "RELAY_BUS="+busAddr, "RELAY_CA="+string(caPEM))
 	waitFor(t, "the broker's session", func() bool { return l.Covers("dynamo") })

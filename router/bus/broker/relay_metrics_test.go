@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"switchyard/router/clock"
+	"switchyard/router/config"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
@@ -39,7 +40,7 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 func TestRelayedSubscriptionMetrics(t *testing.T) {
 	pub := startFloodPublisher(t)
 	p := newRelayPKI(t)
-	l, addr := relayListener(t, p)
+	l, addr := relayListener(t, p, config.DefaultMaxStreamsPerSession)
 	relayAgent(t, p, l, addr)
 
 	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits, Sink: &countingSink{}},
