@@ -216,8 +216,8 @@ func TestAuthTimeoutDespitePings(t *testing.T) {
 	s.PingInterval = 50 * time.Millisecond
 	l, addr := startListener(t, s)
 
+	start := time.Now() // before the server's timer can start
 	silent := dialRaw(t, p, addr)
-	start := time.Now()
 	pings := 0
 	for silent.read(&pings) != nil {
 	}
@@ -364,8 +364,8 @@ func TestIdleTimeout(t *testing.T) {
 			}
 		}
 	}()
+	start := time.Now() // before the session's idle timer can start
 	_, silent := newClient(t, p, addr, "tok-a").open(brokerHello("broker-a", "dynamo"))
-	start := time.Now()
 	heartbeats := 0
 	var last wire.Message
 	for m := range silent.msgs {
