@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 
+	"switchyard/router/admin"
 	"switchyard/router/bus/wire"
 	"switchyard/router/config"
 )
@@ -235,4 +236,37 @@ func TestEventBusReloadsLive(t *testing.T) {
 	require.Contains(t, string(m), `switchyard_event_bus_refusals_total{code="forbidden"} 1`)
 	require.Equal(t, gen, srv.Registry().Generation(), "the registry was not touched")
 	require.Equal(t, restarts, srv.Discovery().Restarts(), "discovery was not restarted")
+}
+
+// Started with the broker transport and the event bus on, the
+// subscriptions' bus and the coverage report are the running listener's
+// from the start: a broker session shows in broker_coverage and the gauge.
+func TestBrokerTransportUsesTheListenerFromStart(t *testing.T) {
+	cert, key, roots := busCerts(t)
+	cfg := embeddedConfig("tok")
+	cfg.Dynamo.Load.Transport = config.TransportBroker
+	b := &cfg.Dynamo.EventBus
+	b.Enabled, b.Listen = true, freeAddr(t)
+	b.TLS = config.BusTLS{Cert: cert, Key: key}
+	b.Brokers = []config.BusClient{{ID: "broker-a", Role: config.BusRoleBroker, TokenHash: busTokenHash("tok-a"), Namespaces: []string{"dynamo"}}}
+	srv, err := New(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer srv.Close()
+	base := "http://" + srv.Addr()
+	eventually(t, "the listener", func() bool { return srv.eventBus.Addr() != "" })
+	_, status, code := openBusSession(t, roots, b.Listen, "tok-a", "broker-a", "dynamo")
+	require.Equal(t, http.StatusOK, status, code)
+	eventually(t, "the session in broker_coverage", func() bool {
+		_, raw := get(t, base+"/admin/dynamo/workers", "tok")
+		var body struct {
+			Coverage []admin.BrokerCoverageJSON `json:"broker_coverage"`
+		}
+		_ = json.Unmarshal(raw, &body)
+		return len(body.Coverage) == 1 && body.Coverage[0].Namespace == "dynamo" && body.Coverage[0].Sessions == 1
+	})
+	eventually(t, "the gauges", func() bool {
+		_, m := get(t, base+"/metrics", "")
+		return strings.Contains(string(m), `switchyard_dynamo_broker_namespace_sessions{namespace="dynamo"} 1`) &&
+			strings.Contains(string(m), `switchyard_dynamo_broker_subscriptions{broker="broker-a",family="kv_metrics"} 0`)
+	})
 }
