@@ -90,6 +90,9 @@ type SubscriptionJSON struct {
 	Component   string `json:"component"`
 	State       string `json:"state"`
 	Transport   string `json:"transport"`
+	// Broker is the id of the broker carrying a broker-transport
+	// subscription's stream, absent while none does.
+	Broker string `json:"broker,omitempty"`
 }
 
 // Signals says what the active source can tell about workers.
@@ -156,7 +159,7 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 	for _, s := range st.Subscriptions() {
 		resp.Subscriptions = append(resp.Subscriptions, SubscriptionJSON{
 			Family: s.Family, PublisherID: strconv.FormatUint(s.PublisherID, 10), Namespace: s.Namespace,
-			Component: s.Component, State: s.State.String(), Transport: s.Transport})
+			Component: s.Component, State: s.State.String(), Transport: s.Transport, Broker: s.Broker})
 	}
 	if rs, ok := st.(ReplicaSyncStatus); ok {
 		resp.ReplicaSync = rs.ReplicaSync()

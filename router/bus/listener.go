@@ -76,7 +76,58 @@ func (l *Listener) Metrics() *Metrics { return l.met }
 type connState struct {
 	conn     net.Conn
 	caGen    uint64
+	linger   time.Duration
 	accepted atomic.Bool
+
+	mu     sync.Mutex
+	active int         // accepted requests running
+	timer  *time.Timer // closes the connection lingerGrace after linger
+}
+
+// lingerGrace is how long past Linger an idle connection may stay before
+// it is closed outright. The HTTP/2 server's idle timeout sends GOAWAY at
+// Linger; but any request (a refused one too) restarts that timer, while
+// the linger counts from the last accepted request only, so a client
+// that keeps sending refused requests is closed here.
+const lingerGrace = 2 * time.Second
+
+// begin notes an accepted (2xx) request; end its end.
+func (cs *connState) begin() {
+	cs.accepted.Store(true)
+	cs.mu.Lock()
+	cs.active++
+	if cs.timer != nil {
+		cs.timer.Stop()
+		cs.timer = nil
+	}
+	cs.mu.Unlock()
+}
+
+func (cs *connState) end() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.active--
+	if cs.active > 0 {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(cs.linger+lingerGrace, func() {
+		cs.mu.Lock()
+		idle := cs.active == 0 && cs.timer == t
+		cs.mu.Unlock()
+		if idle {
+			cs.conn.Close()
+		}
+	})
+	cs.timer = t
+}
+
+func (cs *connState) stop() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.timer != nil {
+		cs.timer.Stop()
+	}
 }
 
 type connKey struct{}
@@ -169,6 +220,9 @@ func (l *Listener) Close() error {
 		for _, s := range l.sessions {
 			l.endSessionLocked(s, wire.CodeShuttingDown)
 		}
+		// Waiters on Changed look again (a host hands them its next
+		// listener's).
+		l.notifyLocked()
 		l.mu.Unlock()
 	})
 	l.wg.Wait()
@@ -232,7 +286,8 @@ func (l *Listener) serveConn(c net.Conn) {
 	}
 	_ = c.SetDeadline(time.Time{})
 
-	cs := &connState{conn: tc, caGen: st.caGen}
+	cs := &connState{conn: tc, caGen: st.caGen, linger: st.Linger}
+	defer cs.stop()
 	auth := time.AfterFunc(st.AuthTimeout, func() {
 		if !cs.accepted.Load() {
 			l.refused(wire.CodeAuthTimeout)
@@ -250,7 +305,7 @@ func (l *Listener) serveConn(c net.Conn) {
 		MaxUploadBufferPerConnection: int32(min(st.MaxSessionBufferBytes, 1<<31-1)),
 		IdleTimeout:                  st.Linger,
 		ReadIdleTimeout:              st.PingInterval,
-		PingTimeout:                  15 * time.Second,
+		PingTimeout:                  st.PingTimeout,
 	}
 	ctx, stop := context.WithCancel(context.WithValue(context.Background(), connKey{}, cs))
 	defer stop()

@@ -251,7 +251,8 @@ func (l *Listener) serveSession(w http.ResponseWriter, r *http.Request, cs *conn
 
 	w.Header().Set("Content-Type", wire.ContentType)
 	w.WriteHeader(http.StatusOK)
-	cs.accepted.Store(true)
+	cs.begin()
+	defer cs.end()
 	l.log.Info("event bus session welcomed", "session", s.id, "client", entry, "role", s.role)
 
 	rc := http.NewResponseController(w)

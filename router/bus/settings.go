@@ -33,6 +33,9 @@ const (
 	// PingInterval is the HTTP/2 keepalive: a PING after this long without
 	// a frame from the client.
 	PingInterval = 20 * time.Second
+	// PingTimeout is how long an unanswered keepalive PING waits before
+	// the connection is closed.
+	PingTimeout = 15 * time.Second
 	// OpenTimeout bounds OpenStream's wait for the client's data stream.
 	OpenTimeout = 30 * time.Second
 	// RevokedRing is how many removed credentials are remembered, so their
@@ -68,6 +71,7 @@ type Settings struct {
 	AuthTimeout      time.Duration
 	Linger           time.Duration
 	PingInterval     time.Duration
+	PingTimeout      time.Duration
 	OpenTimeout      time.Duration
 }
 
@@ -143,6 +147,7 @@ func newState(s Settings, prev *state) (*state, error) {
 	s.AuthTimeout = orDefault(s.AuthTimeout, AuthTimeout)
 	s.Linger = orDefault(s.Linger, Linger)
 	s.PingInterval = orDefault(s.PingInterval, PingInterval)
+	s.PingTimeout = orDefault(s.PingTimeout, PingTimeout)
 	s.OpenTimeout = orDefault(s.OpenTimeout, OpenTimeout)
 	st := &state{Settings: s, byID: map[string]*config.BusClient{}, byToken: map[string]*config.BusClient{}}
 	for i := range s.Brokers {

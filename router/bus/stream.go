@@ -122,7 +122,8 @@ func (l *Listener) serveStream(w http.ResponseWriter, r *http.Request, cs *connS
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = c.rc.Flush()
-	cs.accepted.Store(true)
+	cs.begin()
+	defer cs.end()
 	st.ready <- c // cap 1, sent once: consumed is set once
 
 	select {
@@ -137,6 +138,7 @@ func (l *Listener) serveStream(w http.ResponseWriter, r *http.Request, cs *connS
 	}
 	c.finished = true
 	c.fmu.Unlock()
+	c.stopReadTimer()
 }
 
 // streamConn is a relayed stream as a net.Conn: reads carry the
@@ -151,6 +153,16 @@ type streamConn struct {
 	wmu      sync.Mutex   // one Write at a time
 	fmu      sync.RWMutex // read-held while w or rc is used
 	finished bool         // under fmu: the handler returned, w must not be used
+
+	// The read deadline is kept here: the ZMTP client moves it at every
+	// message, and each move handed to the HTTP/2 server is a round trip
+	// through its serve loop. A timer hands it over only once it passed,
+	// which fails the body's reads for good, as the server's own deadline
+	// would.
+	rdMu    sync.Mutex
+	rdAt    time.Time // wanted; zero: none
+	rdTimer *time.Timer
+	rdFired bool
 
 	done     chan struct{}
 	once     sync.Once
@@ -214,6 +226,9 @@ func (c *streamConn) Write(b []byte) (int, error) {
 	return written, nil
 }
 
+// Carrier is the id of the broker whose session carries the stream.
+func (c *streamConn) Carrier() string { return c.st.sess.entry }
+
 // Close unsubscribes and ends the stream.
 func (c *streamConn) Close() error {
 	first := false
@@ -240,7 +255,56 @@ func (c *streamConn) SetReadDeadline(t time.Time) error {
 	if c.finished {
 		return net.ErrClosed
 	}
-	return c.rc.SetReadDeadline(t)
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	c.rdAt = t
+	if c.rdFired {
+		return nil // the body already failed with the deadline
+	}
+	if t.IsZero() {
+		if c.rdTimer != nil {
+			c.rdTimer.Stop()
+		}
+		return nil
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		c.rdFired = true
+		return c.rc.SetReadDeadline(t)
+	}
+	if c.rdTimer == nil {
+		c.rdTimer = time.AfterFunc(d, c.readDeadlinePassed)
+	} else {
+		c.rdTimer.Reset(d)
+	}
+	return nil
+}
+
+// readDeadlinePassed hands a passed read deadline to the HTTP/2 server,
+// which ends the blocked read with os.ErrDeadlineExceeded. A deadline
+// moved or cleared since the timer was set is left alone.
+func (c *streamConn) readDeadlinePassed() {
+	c.fmu.RLock()
+	defer c.fmu.RUnlock()
+	if c.finished {
+		return
+	}
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	if c.rdFired || c.rdAt.IsZero() || time.Now().Before(c.rdAt) {
+		return
+	}
+	c.rdFired = true
+	_ = c.rc.SetReadDeadline(c.rdAt)
+}
+
+// stopReadTimer is called as the handler returns.
+func (c *streamConn) stopReadTimer() {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	if c.rdTimer != nil {
+		c.rdTimer.Stop()
+	}
 }
 
 func (c *streamConn) SetWriteDeadline(t time.Time) error {

@@ -7,13 +7,7 @@ var inactiveFeatures = []struct {
 	path      string
 	requested func(*Config) bool
 	message   string
-}{
-	{
-		path:      "dynamo.load.transport",
-		requested: func(c *Config) bool { return c.Dynamo.Enabled && c.Dynamo.Load.Transport == TransportBroker },
-		message:   "not active yet: no broker agent is in this build (switchyard broker), so subscriptions stay pending until a broker session covers their namespace, and are never dialed directly",
-	},
-}
+}{}
 
 func (k *checker) inactive(c *Config) {
 	for _, f := range inactiveFeatures {

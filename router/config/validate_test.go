@@ -472,7 +472,7 @@ func TestValidateEventBus(t *testing.T) {
 func TestValidateInactiveFeatures(t *testing.T) {
 	runRules(t, []ruleCase{
 		{"direct load transport is active", nil, wantOK, "dynamo.load.transport", "not active yet"},
-		{"broker load transport", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker }, wantWarn, "dynamo.load.transport", "not active yet"},
+		{"broker load transport is active", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker }, wantOK, "dynamo.load.transport", "not active yet"},
 		{"broker while disabled", func(c *Config) { busOn(c); c.Dynamo.Load.Transport = TransportBroker; c.Dynamo.Enabled = false }, wantOK, "dynamo.load.transport", "not active yet"},
 		{"shim is active", nil, wantOK, "dynamo.shim", "not active yet"},
 		{"backends are active", nil, wantOK, "backends", "not active yet"},

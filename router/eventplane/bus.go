@@ -35,6 +35,13 @@ type Bus interface {
 	Changed() <-chan struct{}
 }
 
+// Carried is implemented by a relayed stream that knows the broker
+// session carrying it: Carrier is that broker's configured id (a
+// brokers[].id, so a closed set).
+type Carried interface {
+	Carrier() string
+}
+
 // BusError is why a stream could not be opened.
 type BusError struct {
 	// Code is one of the BusErr* codes: a closed set, safe as a metric

@@ -155,6 +155,14 @@ type boundedClose struct {
 	err  error
 }
 
+// Carrier is the relayed stream's broker id, "" when the bus does not say.
+func (c *boundedClose) Carrier() string {
+	if cc, ok := c.Conn.(Carried); ok {
+		return cc.Carrier()
+	}
+	return ""
+}
+
 func (c *boundedClose) Close() error {
 	c.once.Do(func() {
 		done := make(chan error, 1)

@@ -131,6 +131,10 @@ type SubscriptionInfo struct {
 	Component   string
 	State       State
 	Transport   string
+	// Broker is the id of the broker whose session carries the
+	// subscription's stream; "" for direct subscriptions and while no
+	// stream is open.
+	Broker string
 	// Down is when the subscription last lost its session, or when it
 	// started if it never had one; zero while a session is up. A host
 	// ages subscriptions that stay down with it.
@@ -147,6 +151,7 @@ type subscription struct {
 	transport string
 	state     atomic.Uint32
 	down      atomic.Int64 // unix ns; 0 while a session is up
+	carrier   atomic.Pointer[string]
 	cancel    context.CancelFunc
 	done      chan struct{}
 
@@ -492,6 +497,12 @@ func (s *Supervisor) session(ctx context.Context, sub *subscription, c Connector
 		return res, context.Canceled
 	}
 	defer conn.Close()
+	if cc, ok := conn.(Carried); ok {
+		if id := cc.Carrier(); id != "" {
+			sub.carrier.Store(&id)
+			defer sub.carrier.Store(nil)
+		}
+	}
 	lim := s.fam.Limits
 	if c.Transport() == TransportBroker {
 		lim.HandshakeTimeout = min(lim.HandshakeTimeout, BusConnectBudget)
@@ -558,6 +569,9 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport}
 		if ns := sub.down.Load(); ns != 0 {
 			info.Down = time.Unix(0, ns)
+		}
+		if id := sub.carrier.Load(); id != nil {
+			info.Broker = *id
 		}
 		out = append(out, info)
 	}

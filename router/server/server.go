@@ -63,8 +63,8 @@ type Server struct {
 	core *core.Shared
 	// epp is the endpoint picker, nil unless epp.enabled.
 	epp *eppHost
-	// eventBus is the event bus listener's host, nil unless
-	// dynamo.event_bus.enabled (at start-up).
+	// eventBus is the event bus listener's host; it runs a listener
+	// while dynamo.event_bus.enabled.
 	eventBus  *bus.Host
 	recording bool
 	// overlay is Options.Overlay.
@@ -85,9 +85,9 @@ type Server struct {
 	loadSubs    *eventplane.Supervisor
 	kvSubs      *eventplane.Supervisor
 	kvListener  *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
-	// bus opens relayed streams for dynamo.load.transport broker; nil
-	// until the event-bus listener runs (broker subscriptions then stay
-	// pending). coverage is its debounced report.
+	// bus opens relayed streams for dynamo.load.transport broker (the
+	// event-bus host: while its listener does not run, broker
+	// subscriptions stay pending). coverage is its debounced report.
 	bus        eventplane.Bus
 	coverage   *eventplane.CoverageReporter
 	kvOn       atomic.Bool   // follow kv-events (KV-aware selection is on)
@@ -197,14 +197,14 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	}
 	s.prompts = newPrompts(s, cfg, log.With("component", "prompt"))
 	s.discovery = discoverysource.New(s.core, clock.Real{}, log, &s.metrics.Discovery, nil)
-	if cfg.Dynamo.EventBus.Enabled {
-		met := bus.NewMetrics()
-		s.metrics.Registry.MustRegister(met.Collectors()...)
-		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
-		// Before the event plane: its broker subscriptions and coverage
-		// reporter hold the bus they are given.
-		s.bus = s.eventBus
-	}
+	// The event-bus host runs whatever dynamo.event_bus.enabled says, so a
+	// reload can start or stop the listener; it must exist before the
+	// event plane, whose broker subscriptions and coverage reporter open
+	// streams and count sessions through it.
+	busMet := bus.NewMetrics()
+	s.metrics.Registry.MustRegister(busMet.Collectors()...)
+	s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), busMet)
+	s.bus = s.eventBus
 	if err := s.startEventPlane(cfg, o); err != nil {
 		s.Close()
 		return nil, err
@@ -283,6 +283,9 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.core.Tracker().Size})
 	s.coverage = eventplane.NewCoverageReporter(clk, s.bus, s.discovery.Namespaces, s.loadSubs, s.kvSubs)
 	s.metrics.Registry.MustRegister(&metrics.BrokerCollector{Coverage: s.brokerCoverage})
+	s.metrics.Registry.MustRegister(&metrics.BrokerSubscriptionsCollector{Brokers: s.brokerIDs,
+		Families: []func() []eventplane.SubscriptionInfo{s.loadSubs.Subscriptions, s.kvSubs.Subscriptions},
+		Names:    []string{discovery.TopicLoad, discovery.TopicKVEvents}})
 	every := o.tickEvery
 	if every <= 0 {
 		every = tickEvery
@@ -390,6 +393,23 @@ func (s *Server) brokerCoverage() []eventplane.NamespaceCoverage {
 		return nil
 	}
 	return s.coverage.Coverage()
+}
+
+// brokerIDs are the configured brokers[].id of role broker while the
+// event bus is enabled: the closed label set of
+// switchyard_dynamo_broker_subscriptions.
+func (s *Server) brokerIDs() []string {
+	b := s.cfg.Load().Dynamo.EventBus
+	if !b.Enabled {
+		return nil
+	}
+	var ids []string
+	for _, e := range b.Brokers {
+		if e.Role == "" || e.Role == config.BusRoleBroker {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
 }
 
 func loadPolicy(cfg *config.Config, bus eventplane.Bus) (eventplane.Policy, error) {
@@ -506,10 +526,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if s.epp != nil {
 		s.epp.srv.Reload(epp.SettingsFrom(cfg))
 	}
-	if cfg.Dynamo.EventBus.Enabled != old.Dynamo.EventBus.Enabled {
-		s.log.Warn("dynamo.event_bus.enabled takes effect after a restart")
-	}
-	if s.eventBus != nil && !reflect.DeepEqual(cfg.Dynamo.EventBus, old.Dynamo.EventBus) {
+	if !reflect.DeepEqual(cfg.Dynamo.EventBus, old.Dynamo.EventBus) {
+		// Starts, stops or rebinds the listener and applies its settings;
+		// discovery, the registry and the subscriptions are not touched.
 		s.eventBus.Reload(cfg.Dynamo.EventBus)
 	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||

@@ -1,0 +1,5 @@
+//go:build !race
+
+package eventplane_test
+
+const raceStacks = 1
