@@ -121,6 +121,12 @@ func (l *Listener) OpenStream(ctx context.Context, t eventplane.BusTarget) (net.
 		l.mu.Unlock()
 		return nil, l.openFailed(eventplane.BusErrTooManyStreams, "every covering session is at its stream cap")
 	}
+	return l.openOnLocked(ctx, s, wt)
+}
+
+// openOnLocked commands subscribe on s and waits for the client's data
+// stream. It is called with l.mu held and releases it.
+func (l *Listener) openOnLocked(ctx context.Context, s *session, wt wire.Target) (net.Conn, error) {
 	st := &stream{
 		id: "st-" + randomHex(16), sess: s, target: wt,
 		ready: make(chan *streamConn, 1), refused: make(chan string, 1),
@@ -142,12 +148,12 @@ func (l *Listener) OpenStream(ctx context.Context, t eventplane.BusTarget) (net.
 		l.met.StreamOpens.WithLabelValues("opened").Inc()
 		return c, nil
 	case code := <-st.refused:
-		return nil, l.openFailed(eventplane.BusErrRefused, "the broker refused the stream: "+code)
+		return nil, l.openFailed(eventplane.BusErrRefused, "the client refused the stream: "+code)
 	case <-s.done:
 		return nil, l.openFailed(eventplane.BusErrSessionClosed, "the session ended before the stream opened")
 	case <-timer.C:
 		l.abandon(st)
-		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "the broker did not open the stream in time")
+		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "the client did not open the stream in time")
 	case <-ctx.Done():
 		l.abandon(st)
 		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "cancelled: "+ctx.Err().Error())
