@@ -41,6 +41,7 @@ import (
 	"switchyard/router/eventplane"
 	"switchyard/router/gateway"
 	"switchyard/router/kv"
+	"switchyard/router/kvsource"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/replicasync"
@@ -85,6 +86,11 @@ type Server struct {
 	loadSubs    *eventplane.Supervisor
 	kvSubs      *eventplane.Supervisor
 	kvListener  *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
+	// kvSources follows dynamo.kv.sources through the event bus (nil
+	// without the listener); kvSourceNS are their namespaces, whose
+	// kv-events publishers are not dialed.
+	kvSources  *kvsource.Follower
+	kvSourceNS atomic.Pointer[[]string]
 	// bus opens relayed streams for dynamo.load.transport broker; nil
 	// until the event-bus listener runs (broker subscriptions then stay
 	// pending). coverage is its debounced report.
@@ -223,6 +229,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		s.metrics.Registry.MustRegister(met.Collectors()...)
 		s.eventBus = bus.StartHost(cfg.Dynamo.EventBus, log.With("component", "event_bus"), met)
 		s.bus = s.eventBus // broker subscriptions open their streams through it
+		s.startKVSources(cfg, seed)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
@@ -299,7 +306,7 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 			s.prompts.fleet.Warm()
 			n := s.loadSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions)
 			if s.kvOn.Load() {
-				s.kvSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions-n)
+				s.kvSubs.ReconcileWithin(s.withoutSourceNamespaces(snap), eventplane.MaxSubscriptions-n)
 			} else {
 				s.kvSubs.Stop()
 			}
@@ -510,6 +517,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if s.eventBus != nil && !reflect.DeepEqual(cfg.Dynamo.EventBus, old.Dynamo.EventBus) {
 		s.eventBus.Reload(cfg.Dynamo.EventBus)
 	}
+	if !slices.Equal(kvSourcesOf(cfg), kvSourcesOf(old)) {
+		s.reloadKVSources(cfg)
+	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
 		policy, err := loadPolicy(cfg, s.bus)
@@ -581,6 +591,9 @@ func (s *Server) Close() {
 		}
 		if s.epp != nil {
 			s.epp.close()
+		}
+		if s.kvSources != nil {
+			s.kvSources.Stop()
 		}
 		if s.eventBus != nil {
 			s.eventBus.Close()
