@@ -107,6 +107,9 @@ func (f *Follower) Apply(sources []Source) {
 	f.met.Sources.Set(float64(len(f.running)))
 }
 
+// Metrics are the follower's collectors.
+func (f *Follower) Metrics() *Metrics { return f.met }
+
 // Stop ends every stream; ranks stay as they are.
 func (f *Follower) Stop() {
 	f.mu.Lock()

@@ -23,6 +23,9 @@ type Metrics struct {
 	Evicted    prometheus.Counter
 	Resets     prometheus.Counter
 	Streams    prometheus.Gauge
+	// Subscriptions counts the kv-events subscriptions' refusals by the
+	// envelope's result.
+	Subscriptions *prometheus.CounterVec
 }
 
 // NewMetrics builds the collectors with every label value at zero.
@@ -53,6 +56,10 @@ func NewMetrics() *Metrics {
 			Help: "SSE streams being served.",
 		}),
 	}
+	m.Subscriptions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchyard_kv_listener_subscription_refusals_total",
+		Help: "kv-events frames or sessions the listener's subscriptions refused, by result.",
+	}, []string{"result"})
 	for _, r := range kv.DecodeResults() {
 		if r != kv.DecodeOK {
 			m.Events.WithLabelValues(r.String())
@@ -65,5 +72,5 @@ func NewMetrics() *Metrics {
 
 // Collectors lists every collector, for registering.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Events, m.RingEvents, m.RingBytes, m.Evicted, m.Resets, m.Streams}
+	return []prometheus.Collector{m.Events, m.RingEvents, m.RingBytes, m.Evicted, m.Resets, m.Streams, m.Subscriptions}
 }
