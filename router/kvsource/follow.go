@@ -305,7 +305,9 @@ func (r *follow) apply(ev SSEEvent, log *slog.Logger) {
 	r.mu.Lock()
 	inOrder := ev.HasID && (!r.hasLast || ev.ID > r.lastID)
 	r.mu.Unlock()
-	if !inOrder {
+	// A reset re-bases the ids whatever they were: another listener, or
+	// this one restarted, numbers its own way.
+	if !inOrder && !(ev.Type == TypeReset && ev.HasID) {
 		f.met.Events.WithLabelValues(ResultOutOfOrder).Inc()
 		return
 	}
