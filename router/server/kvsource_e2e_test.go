@@ -69,32 +69,47 @@ func busTLS(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 // agent dialing the router. Its subscriptions follow the router's own
 // registry, which the same etcd fills as the listener's discovery would.
 type kvListenerProc struct {
-	l      *kvlistener.Listener
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	l                 *kvlistener.Listener
+	reg               *discovery.Registry
+	busAddr           string
+	roots             *x509.CertPool
+	follow, agent     context.CancelFunc
+	followWG, agentWG sync.WaitGroup
 }
 
 func startKVListenerProc(t *testing.T, reg *discovery.Registry, busAddr string, roots *x509.CertPool, firstID uint64) *kvListenerProc {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	l, err := kvlistener.New(kvlistener.Config{Backends: []kvlistener.Backend{{Name: "vllm-1", Namespace: "dynamo"}}, FirstID: firstID})
 	require.NoError(t, err)
-	agent, err := broker.New(broker.Config{BusURL: "https://" + busAddr, ClientID: "kv-listener-a",
-		Token: func() (string, error) { return "listener-token", nil }, TLS: &tls.Config{RootCAs: roots},
-		Sources: l.Backends(), Serve: l.Serve, Metrics: broker.NewMetricsFor("kv_listener")})
-	require.NoError(t, err)
+	p := &kvListenerProc{l: l, reg: reg, busAddr: busAddr, roots: roots}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &kvListenerProc{l: l, cancel: cancel}
-	sup := l.Subscriptions(clock.Real{}, log, nil)
-	p.wg.Add(2)
-	go func() { defer p.wg.Done(); l.Follow(ctx, reg, sup) }()
-	go func() { defer p.wg.Done(); agent.Run(ctx) }()
+	p.follow = cancel
+	sup := l.Subscriptions(clock.Real{}, slog.New(slog.DiscardHandler), nil)
+	p.followWG.Add(1)
+	go func() { defer p.followWG.Done(); l.Follow(ctx, reg, sup) }()
+	p.startAgent(t)
 	t.Cleanup(p.stop)
 	return p
 }
 
-// stop drains the agent (SIGTERM's path) and ends the subscriptions.
-func (p *kvListenerProc) stop() { p.cancel(); p.wg.Wait() }
+// startAgent dials the router: a new session for the same rings.
+func (p *kvListenerProc) startAgent(t *testing.T) {
+	t.Helper()
+	agent, err := broker.New(broker.Config{BusURL: "https://" + p.busAddr, ClientID: "kv-listener-a",
+		Token: func() (string, error) { return "listener-token", nil }, TLS: &tls.Config{RootCAs: p.roots},
+		Sources: p.l.Backends(), Serve: p.l.Serve, Metrics: broker.NewMetricsFor("kv_listener")})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.agent = cancel
+	p.agentWG.Add(1)
+	go func() { defer p.agentWG.Done(); agent.Run(ctx) }()
+}
+
+// stopAgent drains the session (SIGTERM's path); the rings stay.
+func (p *kvListenerProc) stopAgent() { p.agent(); p.agentWG.Wait() }
+
+// stop ends the session and the subscriptions: the process is gone.
+func (p *kvListenerProc) stop() { p.stopAgent(); p.follow(); p.followWG.Wait() }
 
 // directIndex is a KV index fed by direct kv-events subscriptions to the
 // same workers: the state the router would reach without the listener.
@@ -199,42 +214,32 @@ func TestKVSourceThroughKVListenerEndToEnd(t *testing.T) {
 	})
 	same := func(what string) {
 		t.Helper()
-		eventually(t, what, func() bool {
-			d := blocksByWorker(direct)
-			return len(d) > 0 && fmt.Sprint(d) == fmt.Sprint(blocksByWorker(srv.KV()))
-		})
+		ok := false
+		for deadline := time.Now().Add(30 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			ok = totalBlocks(direct) > 0 && fmt.Sprint(blocksByWorker(direct)) == fmt.Sprint(blocksByWorker(srv.KV()))
+		}
+		require.True(t, ok, "%s: direct %v, router %v, sources %+v", what, blocksByWorker(direct), blocksByWorker(srv.KV()), srv.KVSources())
 	}
 	for i := range 4 {
-		k.chat(t, fmt.Sprintf("conversation %d about the event bus and its listeners", i))
+		k.chat(t, fmt.Sprintf("conversation %d: %s", i, longPrompt(i)))
 	}
 	same("the router's index matches the direct subscription's")
 	lastBefore := srv.KVSources()[0].LastEventID
-	require.Greater(t, lastBefore, firstID-1)
+	require.Greater(t, lastBefore, firstID-1, "%+v direct %v router %v", srv.KVSources(), blocksByWorker(direct), blocksByWorker(srv.KV()))
 
 	// The session drops (the listener drains); the ring lives on in the
 	// listener. Events while no session is up are replayed after the
 	// router's last id: nothing is lost.
-	lp.cancel()
-	lp.wg.Wait()
+	lp.stopAgent()
 	eventually(t, "the stream gone", func() bool { return !srv.KVSources()[0].Connected })
 	for i := range 3 {
-		k.chat(t, fmt.Sprintf("while the listener is away %d", i))
+		k.chat(t, fmt.Sprintf("while the listener is away %d: %s", i, longPrompt(i+4)))
 	}
 	eventually(t, "the direct index moved on", func() bool { return totalBlocks(direct) > totalBlocks(srv.KV()) })
-	ctx, cancel := context.WithCancel(context.Background())
-	agent, err := broker.New(broker.Config{BusURL: "https://" + cfg.Dynamo.EventBus.Listen, ClientID: "kv-listener-a",
-		Token: func() (string, error) { return "listener-token", nil }, TLS: &tls.Config{RootCAs: roots},
-		Sources: lp.l.Backends(), Serve: lp.l.Serve, Metrics: broker.NewMetricsFor("kv_listener")})
-	require.NoError(t, err)
-	sup := lp.l.Subscriptions(clock.Real{}, log, nil)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); lp.l.Follow(ctx, reg, sup) }()
-	go func() { defer wg.Done(); agent.Run(ctx) }()
+	lp.startAgent(t)
 	same("the resumed stream caught up without loss")
 	require.Zero(t, testutil.ToFloat64(srv.kvSources.Metrics().Resets.WithLabelValues(kvsource.CauseReset)))
-	cancel()
-	wg.Wait()
+	lp.stop()
 
 	// A listener restarted without the events after the router's last id
 	// (a new ring, numbered from its own start) answers with a reset: the
@@ -246,6 +251,6 @@ func TestKVSourceThroughKVListenerEndToEnd(t *testing.T) {
 	})
 	require.Positive(t, totalBlocks(direct))
 	// Events after the reset are applied again.
-	k.chat(t, "after the reset")
+	k.chat(t, "after the reset: "+longPrompt(9))
 	eventually(t, "new events after the reset", func() bool { return totalBlocks(srv.KV()) > 0 })
 }
