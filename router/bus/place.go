@@ -121,6 +121,12 @@ func (l *Listener) OpenStream(ctx context.Context, t eventplane.BusTarget) (net.
 		l.mu.Unlock()
 		return nil, l.openFailed(eventplane.BusErrTooManyStreams, "every covering session is at its stream cap")
 	}
+	return l.openOnLocked(ctx, s, wt)
+}
+
+// openOnLocked commands subscribe on s and waits for the client's data
+// stream. It is called with l.mu held and releases it.
+func (l *Listener) openOnLocked(ctx context.Context, s *session, wt wire.Target) (net.Conn, error) {
 	st := &stream{
 		id: "st-" + randomHex(16), sess: s, target: wt,
 		ready: make(chan *streamConn, 1), refused: make(chan string, 1),
@@ -142,12 +148,12 @@ func (l *Listener) OpenStream(ctx context.Context, t eventplane.BusTarget) (net.
 		l.met.StreamOpens.WithLabelValues("opened").Inc()
 		return c, nil
 	case code := <-st.refused:
-		return nil, l.openFailed(eventplane.BusErrRefused, "the broker refused the stream: "+code)
+		return nil, l.openFailed(eventplane.BusErrRefused, "the "+clientNoun(s.role)+" refused the stream: "+code)
 	case <-s.done:
 		return nil, l.openFailed(eventplane.BusErrSessionClosed, "the session ended before the stream opened")
 	case <-timer.C:
 		l.abandon(st)
-		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "the broker did not open the stream in time")
+		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "the "+clientNoun(s.role)+" did not open the stream in time")
 	case <-ctx.Done():
 		l.abandon(st)
 		return nil, l.openFailed(eventplane.BusErrOpenTimeout, "cancelled: "+ctx.Err().Error())
@@ -157,4 +163,12 @@ func (l *Listener) OpenStream(ctx context.Context, t eventplane.BusTarget) (net.
 // abandon gives up a stream the opener no longer waits for.
 func (l *Listener) abandon(st *stream) {
 	l.endStream(st)
+}
+
+// clientNoun names a session's client in open errors.
+func clientNoun(role string) string {
+	if role == wire.RoleKVListener {
+		return "kv listener"
+	}
+	return "broker"
 }

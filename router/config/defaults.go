@@ -118,4 +118,11 @@ func (c *Config) fillElementDefaults() {
 			c.Dynamo.EventBus.Brokers[i].Role = BusRoleBroker
 		}
 	}
+	if ns := c.Dynamo.Discovery.Namespaces(); len(ns) == 1 {
+		for i := range c.Dynamo.KV.Sources {
+			if c.Dynamo.KV.Sources[i].Namespace == "" {
+				c.Dynamo.KV.Sources[i].Namespace = ns[0]
+			}
+		}
+	}
 }

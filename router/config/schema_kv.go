@@ -39,6 +39,28 @@ type KV struct {
 	// cost per request active on it (DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
 	DecodeActiveRequestWeight float64                   `yaml:"decode_active_request_weight"`
 	ConditionalDisaggregation ConditionalDisaggregation `yaml:"conditional_disaggregation"`
+	// Sources are kv_cache_index sources: backends whose KV-cache events
+	// in-cluster kv-listeners push as SSE over the event bus, followed
+	// instead of the workers' own kv-events (docs/event-bus.md).
+	Sources []KVSource `yaml:"sources"`
+}
+
+// Transports of a kv_cache_index source.
+const KVSourceTransportEventBus = "event_bus"
+
+// MaxKVSources caps dynamo.kv.sources.
+const MaxKVSources = 256
+
+// KVSource is one kv_cache_index source.
+type KVSource struct {
+	// Backend is the name kv-listeners announce and a kv_listener entry
+	// of dynamo.event_bus.brokers grants.
+	Backend string `yaml:"backend"`
+	// Transport is event_bus, the only one.
+	Transport string `yaml:"transport"`
+	// Namespace is the Dynamo namespace the backend's workers register
+	// in (default: the discovery's namespace when it watches one).
+	Namespace string `yaml:"namespace"`
 }
 
 // ConditionalDisaggregation lets a decode worker prefill locally.

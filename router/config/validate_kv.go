@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,7 @@ func (k *checker) kv(c *Config) {
 	if t := cd.DecodeBusyThreshold; t != nil && (*t < 0 || *t > 1) {
 		k.err(p+".conditional_disaggregation.decode_busy_threshold", "must be a fraction of total_kv_blocks between 0.0 and 1.0, got %g", *t)
 	}
+	k.kvSources(c)
 	if cd.Enabled {
 		k.warn(p+".conditional_disaggregation.enabled", "Dynamo 1.5 direct-mode frontends refuse a request without a prefill worker id while prefill workers are registered, so bypassed requests can fail with 503")
 	}
@@ -74,4 +76,64 @@ func cacheDirProblem(dir string) string {
 		return "must be an absolute path (or empty for the per-user cache directory)"
 	}
 	return ""
+}
+
+// kvSources checks dynamo.kv.sources and the seed's advisories tying them
+// to the event bus's kv_listener grants.
+func (k *checker) kvSources(c *Config) {
+	const p = "dynamo.kv.sources"
+	srcs := c.Dynamo.KV.Sources
+	if len(srcs) > MaxKVSources {
+		k.err(p, "at most %d entries, got %d", MaxKVSources, len(srcs))
+	}
+	bus := c.Dynamo.EventBus
+	granted := map[string]bool{}
+	for _, e := range bus.Brokers {
+		if e.Role == BusRoleKVListener {
+			for _, b := range e.Backends {
+				granted[b] = true
+			}
+		}
+	}
+	seen := map[string]int{}
+	configured := map[string]bool{}
+	for i, s := range srcs {
+		q := index(p, i)
+		switch {
+		case s.Backend == "":
+			k.err(q+".backend", "required")
+		case len(s.Backend) > 253 || strings.IndexFunc(s.Backend, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+			k.err(q+".backend", "must be at most 253 bytes without spaces or control characters")
+		default:
+			if j, dup := seen[s.Backend]; dup {
+				k.err(q+".backend", "duplicate of %s.backend", index(p, j))
+			}
+			seen[s.Backend] = i
+			configured[s.Backend] = true
+		}
+		if s.Transport != KVSourceTransportEventBus {
+			k.err(q+".transport", "must be event_bus, got %q", s.Transport)
+			continue
+		}
+		if s.Namespace == "" {
+			k.err(q+".namespace", "required: discovery watches several Dynamo namespaces")
+		} else if msg := namespaceProblem(s.Namespace); msg != "" {
+			k.err(q+".namespace", "%s", msg)
+		}
+		if !bus.Enabled {
+			k.warn(q+".transport", "event_bus while dynamo.event_bus.enabled is false: no kv-listener can connect, the source stays without a stream")
+		} else if s.Backend != "" && !granted[s.Backend] {
+			k.warn(q+".backend", "no kv_listener entry of dynamo.event_bus.brokers grants it: no listener may announce it")
+		}
+	}
+	for i, e := range bus.Brokers {
+		if e.Role != BusRoleKVListener {
+			continue
+		}
+		for j, b := range e.Backends {
+			if b != "" && !configured[b] {
+				k.warn(fmt.Sprintf("%s.backends[%d]", index("dynamo.event_bus.brokers", i), j), "granted backend %q has no matching dynamo.kv.sources entry: its events are not followed", b)
+			}
+		}
+	}
 }

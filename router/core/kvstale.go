@@ -114,10 +114,11 @@ func (c *Core) Tick(ev events.Tick) int {
 	return len(due)
 }
 
-// KVPublisherLost clears the ranks a kv-events publisher reported. Hosts
-// do not call it: the staleness rule does. It is the input recordings made
-// before the rule moved into the core carry (a kv-events row without
-// frames and with result kv.PublisherLostResult), which replay applies.
+// KVPublisherLost clears the ranks a kv-events publisher reported: a
+// kv_cache_index source's reset or loss (Shared.KVPublisherLost). It is
+// also the input recordings made before the staleness rule moved into the
+// core carry. Either way it is recorded as a kv-events row without frames
+// and with result kv.PublisherLostResult, which replay applies.
 func (c *Core) KVPublisherLost(ev events.KVPublisherLost) int {
 	return c.lose(ev.At, ev.Namespace, ev.PublisherID)
 }

@@ -92,6 +92,16 @@ func (s *Shared) KVMessage(namespace string, publisherID uint64, frames [][]byte
 	return s.c.KVMessage(&ev)
 }
 
+// KVPublisherLost clears the ranks a publisher reported: a
+// kv_cache_index source's reset, or a source that lost its stream for too
+// long. Recorded like the staleness rule's clearing, so a replay clears
+// the same ranks at the same point. It returns how many were cleared.
+func (s *Shared) KVPublisherLost(namespace string, publisherID uint64, at time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.KVPublisherLost(events.KVPublisherLost{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+}
+
 // Tick applies the time-driven rules at now.
 func (s *Shared) Tick(now time.Time) int {
 	s.mu.Lock()

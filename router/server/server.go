@@ -41,6 +41,7 @@ import (
 	"switchyard/router/eventplane"
 	"switchyard/router/gateway"
 	"switchyard/router/kv"
+	"switchyard/router/kvsource"
 	"switchyard/router/load"
 	"switchyard/router/metrics"
 	"switchyard/router/replicasync"
@@ -85,6 +86,11 @@ type Server struct {
 	loadSubs    *eventplane.Supervisor
 	kvSubs      *eventplane.Supervisor
 	kvListener  *eventplane.Listener // standalone mode's bound kv-events listener, nil without one
+	// kvSources follows dynamo.kv.sources through the event bus (its
+	// streams wait while the listener does not run); kvSourceNS are their namespaces, whose
+	// kv-events publishers are not dialed.
+	kvSources  *kvsource.Follower
+	kvSourceNS atomic.Pointer[[]string]
 	// bus opens relayed streams for dynamo.load.transport broker (the
 	// event-bus host: while its listener does not run, broker
 	// subscriptions stay pending). coverage is its debounced report.
@@ -226,6 +232,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		s.Close()
 		return nil, err
 	}
+	s.startKVSources(cfg, seed)
 
 	ln, err := net.Listen("tcp", cfg.Server.BindAddress)
 	if err != nil {
@@ -304,7 +311,7 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 			s.prompts.fleet.Warm()
 			n := s.loadSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions)
 			if s.kvOn.Load() {
-				s.kvSubs.ReconcileWithin(snap, eventplane.MaxSubscriptions-n)
+				s.kvSubs.ReconcileWithin(s.withoutSourceNamespaces(snap), eventplane.MaxSubscriptions-n)
 			} else {
 				s.kvSubs.Stop()
 			}
@@ -531,6 +538,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 		// discovery, the registry and the subscriptions are not touched.
 		s.eventBus.Reload(cfg.Dynamo.EventBus)
 	}
+	if !slices.Equal(kvSourcesOf(cfg), kvSourcesOf(old)) {
+		s.reloadKVSources(cfg)
+	}
 	if cfg.Dynamo.Load.Transport != old.Dynamo.Load.Transport ||
 		!slices.Equal(cfg.Dynamo.Load.DirectAllowCIDRs, old.Dynamo.Load.DirectAllowCIDRs) {
 		policy, err := loadPolicy(cfg, s.bus)
@@ -602,6 +612,9 @@ func (s *Server) Close() {
 		}
 		if s.epp != nil {
 			s.epp.close()
+		}
+		if s.kvSources != nil {
+			s.kvSources.Stop()
 		}
 		if s.eventBus != nil {
 			s.eventBus.Close()

@@ -98,6 +98,13 @@ type Config struct {
 	// Log and Metrics may be nil.
 	Log     *slog.Logger
 	Metrics *Metrics
+
+	// Sources, when set, make the agent a kv_listener: its hello
+	// announces these backends instead of namespaces (Namespaces and
+	// Directory stay empty), and Serve answers each subscribe naming one
+	// of them with a connection whose reads are the source's bytes.
+	Sources []string
+	Serve   func(ctx context.Context, t wire.Target) (net.Conn, error)
 }
 
 // Agent runs one broker.
@@ -121,18 +128,27 @@ func New(c Config) (*Agent, error) {
 	if !validName(c.ClientID, wire.MaxIDBytes) {
 		return nil, errors.New("client id must be 1-128 bytes without spaces or control characters")
 	}
-	if len(c.Namespaces) == 0 || len(c.Namespaces) > wire.MaxNamespaces {
-		return nil, fmt.Errorf("serve 1 to %d Dynamo namespaces", wire.MaxNamespaces)
-	}
 	ns := map[string]bool{}
-	for _, n := range c.Namespaces {
-		if !validName(n, wire.MaxNameBytes) {
-			return nil, fmt.Errorf("namespace %q is not a valid name", n)
+	if len(c.Sources) > 0 {
+		if err := checkSources(c); err != nil {
+			return nil, err
 		}
-		ns[n] = true
-	}
-	if c.Directory == nil {
-		return nil, errors.New("a directory of advertised publishers is required")
+		for _, b := range c.Sources {
+			ns[b] = true
+		}
+	} else {
+		if len(c.Namespaces) == 0 || len(c.Namespaces) > wire.MaxNamespaces {
+			return nil, fmt.Errorf("serve 1 to %d Dynamo namespaces", wire.MaxNamespaces)
+		}
+		for _, n := range c.Namespaces {
+			if !validName(n, wire.MaxNameBytes) {
+				return nil, fmt.Errorf("namespace %q is not a valid name", n)
+			}
+			ns[n] = true
+		}
+		if c.Directory == nil {
+			return nil, errors.New("a directory of advertised publishers is required")
+		}
 	}
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = DefaultMaxStreams
@@ -275,8 +291,7 @@ func (a *Agent) session(ctx context.Context) (bool, error) {
 	s := &session{a: a, out: make(chan wire.Message, SendQueue), streams: map[string]*relay{},
 		ended: make(chan struct{}), closedStreams: make(chan string, a.cfg.MaxStreams),
 		pw: pw, writerDone: make(chan struct{}), readerDone: make(chan struct{})}
-	hello := wire.Message{Type: wire.TypeHello, Role: wire.RoleBroker, ClientID: a.cfg.ClientID,
-		Versions: []int{wire.Version}, DynamoNamespaces: a.cfg.Namespaces}
+	hello := a.hello()
 	s.out <- hello
 	go func() { defer close(s.writerDone); s.write(pw) }()
 	defer func() { s.end(); pw.Close(); <-s.writerDone }()
@@ -323,7 +338,7 @@ func (a *Agent) session(ctx context.Context) (bool, error) {
 	a.met.Connected.Set(1)
 	defer a.met.Connected.Set(0)
 	s.limits(w)
-	a.log.Info("event bus session welcomed", "session", w.SessionID, "namespaces", a.cfg.Namespaces,
+	a.log.Info("event bus session welcomed", "session", w.SessionID, "namespaces", a.cfg.Namespaces, "sources", a.cfg.Sources,
 		"max_streams", s.maxStreams, "stream_buffer_bytes", s.bufSize)
 
 	msgs := make(chan wire.Message, 64)
@@ -588,7 +603,11 @@ func (s *session) subscribe(ctx context.Context, id string, t wire.Target) {
 	case s.draining:
 		s.refuse(id, wire.CodeShuttingDown)
 		return
-	case t.Backend != "" || !s.a.ns[t.Namespace] || !s.a.cfg.Directory.Advertised(t.Namespace, hostPort):
+	case s.a.announcing() && !s.a.ns[t.Backend]:
+		s.a.log.Warn("subscribe refused: the backend is not announced", "stream", id, "backend", t.Backend)
+		s.refuse(id, wire.CodeTargetNotAdvertised)
+		return
+	case !s.a.announcing() && (t.Backend != "" || !s.a.ns[t.Namespace] || !s.a.cfg.Directory.Advertised(t.Namespace, hostPort)):
 		s.a.log.Warn("subscribe refused: the target is not advertised in discovery",
 			"stream", id, "namespace", t.Namespace, "target", hostPort)
 		s.refuse(id, wire.CodeTargetNotAdvertised)
@@ -598,7 +617,10 @@ func (s *session) subscribe(ctx context.Context, id string, t wire.Target) {
 		return
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	r := &relay{s: s, id: id, target: hostPort, cancel: cancel}
+	r := &relay{s: s, id: id, target: hostPort, wt: t, cancel: cancel}
+	if s.a.announcing() {
+		r.target = t.Backend
+	}
 	s.streams[id] = r
 	s.a.met.Streams.Set(float64(len(s.streams)))
 	s.wg.Add(1)

@@ -21,27 +21,33 @@ type Metrics struct {
 var StreamResults = []string{"opened", wire.CodeTargetNotAdvertised, wire.CodeUnreachable, CodeTooManyStreams,
 	wire.CodeShuttingDown, "refused", "failed"}
 
-// NewMetrics builds the collectors with every label value at zero.
-func NewMetrics() *Metrics {
+// NewMetrics builds the broker's collectors (switchyard_broker_*) with
+// every label value at zero.
+func NewMetrics() *Metrics { return NewMetricsFor("broker") }
+
+// NewMetricsFor builds the collectors of an agent named switchyard_<agent>_*
+// (broker, kv_listener).
+func NewMetricsFor(agent string) *Metrics {
+	pre := "switchyard_" + agent + "_"
 	m := &Metrics{
 		Connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "switchyard_broker_connected",
-			Help: "1 while the broker holds a welcomed event-bus session.",
+			Name: pre + "connected",
+			Help: "1 while the agent holds a welcomed event-bus session.",
 		}),
 		SessionAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_broker_session_attempts_total",
+			Name: pre + "session_attempts_total",
 			Help: "Event-bus session attempts by result (welcomed, refused, failed).",
 		}, []string{"result"}),
 		Streams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "switchyard_broker_streams",
-			Help: "Data streams the broker holds (subscribed, dialing or relaying).",
+			Name: pre + "streams",
+			Help: "Data streams the agent holds (subscribed, opening or relaying).",
 		}),
 		StreamOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_broker_stream_opens_total",
+			Name: pre + "stream_opens_total",
 			Help: "Subscribe commands by result: opened, or why the stream did not open.",
 		}, []string{"result"}),
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_broker_stream_bytes_total",
+			Name: pre + "stream_bytes_total",
 			Help: "Relayed bytes by direction (to_router, to_publisher).",
 		}, []string{"direction"}),
 	}

@@ -18,7 +18,8 @@ import (
 type relay struct {
 	s      *session
 	id     string
-	target string
+	target string      // host:port, or an announced backend
+	wt     wire.Target // as commanded
 	cancel context.CancelFunc
 	// quiet is set when the router ended the stream (unsubscribe, or the
 	// session's end): no stream_closed is owed then.
@@ -52,7 +53,7 @@ func (r *relay) closed(code string) {
 func (r *relay) run(ctx context.Context) {
 	a := r.s.a
 	dctx, dcancel := context.WithTimeout(ctx, DialTimeout)
-	conn, err := a.cfg.Dial(dctx, r.target)
+	conn, err := a.dial(dctx, r)
 	dcancel()
 	if err != nil {
 		if ctx.Err() == nil {
