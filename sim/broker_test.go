@@ -269,3 +269,52 @@ func TestSixtySecondsWithoutABrokerClearTheBlocks(t *testing.T) {
 		}
 	}
 }
+
+// The shipped broker scenario does what its comments say: broker-a's
+// streams fail over to broker-b at the floor, worker 1's new subscriptions
+// go to broker-a while broker-b drains and wait pending once broker-a dies
+// again, broker-b's restart brings every subscription back, and gaps (not
+// the 60 s rule) clear the ranks whose removals were missed.
+func TestTheShippedBrokerScenario(t *testing.T) {
+	sc, err := LoadScenario("../scenarios/broker-failover.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := newSessionTap()
+	r, err := New(sc, Options{Record: tap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Served != s.Requests || s.Requests != sc.ExpectedRequests() {
+		t.Fatalf("summary %+v", s)
+	}
+	b := s.Brokers
+	a, bb := b.Brokers[0], b.Brokers[1]
+	if a.Live || a.Sessions != 2 || a.Carried != 0 || !bb.Live || bb.Sessions != 2 || bb.Carried != 16 {
+		t.Fatalf("brokers %+v", b.Brokers)
+	}
+	// Worker 1's two subscriptions, the only ones pending: from the floor
+	// after broker-a's second death to broker-b's new session, its jitter
+	// and the subscribe delay.
+	subscribe := sc.Network.SubscribeDelay.Std()
+	if b.Pending != 2 || b.StillPending != 0 || b.Replaced != b.Lost || b.Lost <= 16 ||
+		b.MaxPending < 5*time.Second-ReconnectFloor+subscribe || b.MaxPending > 5*time.Second-ReconnectFloor+PendingWakeJitter+subscribe {
+		t.Fatalf("summary %+v", b)
+	}
+	gaps := 0
+	for _, n := range tap.gapsAfter {
+		gaps += n
+	}
+	if gaps == 0 {
+		t.Fatal("no gap cleared a rank after a failover")
+	}
+	// The one publisher cleared is worker 1's old kv-events publisher, when
+	// its records leave at its restart; nothing waited out the 60 s rule.
+	if restart := 30*time.Second + sc.Network.DiscoveryDelay.Std(); !slices.Equal(tap.lostAt, []time.Duration{restart}) {
+		t.Fatalf("publishers cleared at %v, want only the restarted one at %v", tap.lostAt, restart)
+	}
+}
