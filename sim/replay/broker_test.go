@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"switchyard/sim"
 )
 
 // withoutBrokers are scenarios that touch every subscription path the
@@ -75,6 +78,29 @@ func TestBrokerRecordingsReplayExactly(t *testing.T) {
 	var scen string
 	if err := db.QueryRow(`SELECT scenario FROM runs`).Scan(&scen); err != nil {
 		t.Fatal(err)
+	}
+	// The broker sessions' effects are inputs like any other: every
+	// kv-events stream ends when broker-b dies (broker-a is already dead),
+	// and each opens again once broker-a's new session arrives, after its
+	// wake jitter and the subscribe delay.
+	at := func(d time.Duration) int64 { return sim.Epoch.Add(d).UnixNano() }
+	for _, q := range []struct {
+		table, kind string
+		from, to    time.Duration
+		want        int
+	}{
+		{"kv_messages", "disconnected", 6 * time.Second, 6 * time.Second, 4},
+		{"kv_messages", "connected", 7*time.Second + 2*time.Millisecond, 7*time.Second + 502*time.Millisecond, 4},
+		{"load_messages", "connected", 7*time.Second + 2*time.Millisecond, 7*time.Second + 502*time.Millisecond, 4},
+	} {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM `+q.table+` WHERE kind = ? AND at_ns BETWEEN ? AND ?`,
+			q.kind, at(q.from), at(q.to)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != q.want {
+			t.Errorf("%s %s between %v and %v: %d rows, want %d", q.table, q.kind, q.from, q.to, n, q.want)
+		}
 	}
 	if !strings.Contains(scen, "kind: kill_broker") || !strings.Contains(scen, "broker: broker-a") || !strings.Contains(scen, "load_transport: broker") {
 		t.Fatalf("the recording's scenario does not hold the brokers and their faults:\n%s", scen)
