@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"switchyard/router/bus"
+	"switchyard/router/bus/wire"
 	"switchyard/router/core"
 	"switchyard/router/eventplane"
 	"switchyard/router/events"
@@ -39,6 +40,9 @@ func TestBrokerTimingsAreTheSupervisors(t *testing.T) {
 		ReconnectFloor != eventplane.BackoffInitial {
 		t.Fatal("the simulator's broker timings differ from router/eventplane's")
 	}
+	if MaxBrokerNamespaces != wire.MaxNamespaces {
+		t.Fatal("a scenario's broker covers another number of namespaces than a hello may declare")
+	}
 	if TransportDirect != eventplane.TransportDirect || TransportBroker != eventplane.TransportBroker {
 		t.Fatal("transport names differ from router/eventplane's")
 	}
@@ -54,6 +58,8 @@ func TestBrokerSettingsAreValidatedWithTheirPaths(t *testing.T) {
 		{"router: {load_transport: broker}\nbrokers: [{namespaces: [dynamo]}]\n", "brokers[0].id: required"},
 		{"router: {load_transport: broker}\nbrokers: [{id: a}]\n", "brokers[0].namespaces: at least one namespace"},
 		{"router: {load_transport: broker}\nbrokers: [{id: a, namespaces: ['']}]\n", "brokers[0].namespaces[0]: must be 1-255 bytes"},
+		{"router: {load_transport: broker}\nbrokers: [{id: a, namespaces: [" + strings.Repeat("n,", MaxBrokerNamespaces) + "n]}]\n",
+			"brokers[0].namespaces: 65 namespaces, at most 64"},
 		{"router: {load_transport: broker}\nbrokers: [{id: a, namespaces: [dynamo]}]\nfaults: [{at: 1s, kind: kill_broker}]\n", "faults[0].broker: required for kill_broker"},
 		{"router: {load_transport: broker}\nbrokers: [{id: a, namespaces: [dynamo]}]\nfaults: [{at: 1s, kind: restart_broker, broker: b}]\n", `faults[0].broker: "b" is not a broker's id`},
 		{"router: {load_transport: broker}\nbrokers: [{id: a, namespaces: [dynamo]}]\nfaults: [{at: 1s, kind: drain_broker, broker: a, worker: 1}]\n", "faults[0]: drain_broker takes broker, not worker"},

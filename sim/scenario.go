@@ -885,8 +885,12 @@ func (p RouterParams) validateReplicas() []error {
 	return errs
 }
 
-// MaxBrokers bounds a scenario's brokers.
-const MaxBrokers = 64
+// MaxBrokers bounds a scenario's brokers; MaxBrokerNamespaces the
+// namespaces one broker covers, as a broker's hello may declare them.
+const (
+	MaxBrokers          = 64
+	MaxBrokerNamespaces = 64
+)
 
 // validateBrokers checks the load transport, the brokers and the broker
 // faults.
@@ -925,8 +929,12 @@ func (sc *Scenario) validateBrokers() []error {
 			bad("%s.id: %q is already a broker's", p, b.ID)
 		}
 		ids[b.ID] = true
-		if len(b.Namespaces) == 0 {
+		switch {
+		case len(b.Namespaces) == 0:
 			bad("%s.namespaces: at least one namespace is required", p)
+		case len(b.Namespaces) > MaxBrokerNamespaces:
+			bad("%s.namespaces: %d namespaces, at most %d", p, len(b.Namespaces), MaxBrokerNamespaces)
+			continue
 		}
 		for j, ns := range b.Namespaces {
 			if ns == "" || len(ns) > 255 {
