@@ -58,6 +58,8 @@ type publisher struct {
 	// subscribed: the router's subscription to this incarnation is live;
 	// earlier messages were lost (ZMQ slow joiner).
 	subscribed bool
+	// relay is the subscription's broker state under the broker transport.
+	relay relay
 }
 
 // rank is one engine and its step timer.

@@ -71,6 +71,9 @@ type Summary struct {
 	LoadMessages, KVMessages          uint64
 	KVEvents                          uint64        // engine KV events (published or not)
 	Virtual                           time.Duration // simulated time covered
+	// Brokers is what the broker transport did (router.load_transport:
+	// broker only).
+	Brokers *BrokerSummary `json:",omitempty"`
 }
 
 // Run is one simulation in progress.
@@ -102,6 +105,12 @@ type Run struct {
 	summary   Summary
 	kvEvents  uint64
 	blockSize int
+
+	// brokers are the scenario's brokers under the broker transport (nil
+	// under the direct one); brokerRand draws the pending wake jitter.
+	brokers    []*brokerSession
+	brokerRand *rand.Rand
+	brokerSum  *BrokerSummary
 }
 
 // request is one request's journey.
@@ -150,6 +159,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 		}
 	}
 	r.blockSize = sc.Fleet[0].BlockSize
+	r.newBrokers()
 	return r, nil
 }
 
@@ -185,6 +195,7 @@ func (r *Run) Execute() (Summary, error) {
 	r.summary.Events = r.loop.Fired()
 	r.summary.KVEvents = r.kvEvents
 	r.summary.Virtual = r.loop.Clock.Now().Sub(Epoch)
+	r.finishBrokers(r.loop.Clock.Now())
 	if ts, ok := src.(interface{ Err() error }); ok && ts.Err() != nil {
 		return r.summary, fmt.Errorf("workload: %w", ts.Err())
 	}
@@ -205,6 +216,10 @@ func (r *Run) start() {
 	})
 	for _, f := range r.sc.Faults {
 		f := f
+		if f.Kind.OfBroker() {
+			r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.injectBroker(f, now) })
+			continue
+		}
 		r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.inject(f, now) })
 	}
 	r.nextArrival()
@@ -288,6 +303,10 @@ func (r *Run) subscribe(w *worker, now time.Time) {
 	if !r.channels() {
 		return
 	}
+	if r.brokered() {
+		r.relaySubscribe(w, now)
+		return
+	}
 	id, kvID := w.pub.id, w.kvPub.id
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
 		if !w.alive || w.partitioned {
@@ -313,10 +332,13 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 	if !w.pub.subscribed {
 		return
 	}
-	id := w.pub.id
+	id, car, sess := w.pub.id, w.pub.relay.carrier, w.pub.relay.session
 	r.deliver(now, func(at time.Time) {
 		if w.partitioned {
 			return // lost in the network
+		}
+		if r.brokered() && !w.pub.carries(id, car, sess) {
+			return // the stream carrying it ended
 		}
 		r.summary.LoadMessages++
 		r.cores.LoadMessage(&events.LoadMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
@@ -328,10 +350,13 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 	if !w.kvPub.subscribed {
 		return
 	}
-	id := w.kvPub.id
+	id, car, sess := w.kvPub.id, w.kvPub.relay.carrier, w.kvPub.relay.session
 	r.deliver(now, func(at time.Time) {
 		if w.partitioned {
 			return // lost in the network
+		}
+		if r.brokered() && !w.kvPub.carries(id, car, sess) {
+			return // the stream carrying it ended
 		}
 		r.summary.KVMessages++
 		r.cores.KVMessage(&events.KVMessage{At: at, Namespace: r.sc.Namespace, PublisherID: id, Frames: frames})
@@ -589,6 +614,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		w.alive = false
 		w.failJobs(now, "worker died")
 		r.kvDisconnected(w, now) // the connection closes with the process
+		r.release(w, now)
 		if r.kube != nil {
 			r.killPod(w, now)
 			return
@@ -623,6 +649,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 		old := w.records
 		oldKV := w.kvPub.id
 		r.kvDisconnected(w, now) // the old socket closes
+		r.release(w, now)
 		w.newPublisher()
 		w.records = registrar.Records(w.registrarWorker(), w.id)
 		if r.kube != nil {
@@ -699,6 +726,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 			w.partitioned = true
 			w.pub.subscribed = false
 			r.kvDisconnected(w, now)
+			r.release(w, now)
 		}
 	case FaultHeal:
 		if w.partitioned {

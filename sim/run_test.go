@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,14 +157,22 @@ func TestRunServesEveryRequestOnTheEngineModel(t *testing.T) {
 
 func TestRunIsDeterministic(t *testing.T) {
 	for _, router := range []string{"", // the scenario's default picker
-		"picker: kv\nrouter: {kv: {track_prefill_tokens: true, track_active_blocks: true, track_output_blocks: true}}\n"} {
+		"picker: kv\nrouter: {kv: {track_prefill_tokens: true, track_active_blocks: true, track_output_blocks: true}}\n",
+		// Through two brokers, one killed then restarted, the other drained
+		// then killed: failover, pending and the wake jitter's draws.
+		"picker: kv\nrouter: {load_transport: broker}\nbrokers: [{id: a, namespaces: [dynamo]}, {id: b, namespaces: [dynamo]}]\n"} {
+		faults := ""
+		if strings.Contains(router, "brokers") {
+			faults = "  - {at: 1s, kind: kill_broker, broker: a}\n  - {at: 1500ms, kind: drain_broker, broker: b}\n" +
+				"  - {at: 2500ms, kind: kill_broker, broker: b}\n  - {at: 5s, kind: restart_broker, broker: a}\n"
+		}
 		sc := scenario(t, aggScenario+router+`
 network: {load_jitter: 3ms, load_loss: 0.05}
 faults:
   - {at: 2s, worker: 1, kind: stall}
   - {at: 4s, worker: 1, kind: resume}
   - {at: 3s, worker: 2, kind: restart_publisher}
-`)
+`+faults)
 		_, a := execute(t, sc, Options{})
 		_, b := execute(t, sc, Options{})
 		if a.sum() != b.sum() || a.lines != b.lines {
@@ -336,20 +345,24 @@ faults:
 	}
 }
 
+// Every scenario shipped in scenarios/ is valid; those that need no trace
+// run here (the trace tests run the others).
 func TestBundledScenariosParseAndRun(t *testing.T) {
-	for _, name := range []string{"disagg-poisson", "disagg-kubernetes", "shared-prefix", "shared-prefix-h100"} {
-		sc, err := LoadScenario("../scenarios/" + name + ".yaml")
+	files, err := filepath.Glob("../scenarios/*.yaml")
+	if err != nil || len(files) < 8 {
+		t.Fatalf("scenarios: %v, %v", files, err)
+	}
+	for _, path := range files {
+		sc, err := LoadScenario(path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if sc.Workload.Trace != nil {
+			continue
+		}
 		s, _ := execute(t, sc, Options{})
 		if s.Served < s.Requests*9/10 || s.Requests != sc.ExpectedRequests() {
-			t.Fatalf("%s: %+v (expected %d requests)", name, s, sc.ExpectedRequests())
-		}
-	}
-	for _, name := range []string{"mooncake-16", "mooncake-16-h100"} {
-		if _, err := LoadScenario("../scenarios/" + name + ".yaml"); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %+v (expected %d requests)", path, s, sc.ExpectedRequests())
 		}
 	}
 }

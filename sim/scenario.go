@@ -33,11 +33,14 @@ type Scenario struct {
 	Network   Network       `yaml:"network"`
 	// Discovery chooses how the router discovers the fleet; left out it is
 	// etcd, and the rendered scenario is what it was before the field.
-	Discovery Discovery    `yaml:"discovery,omitempty"`
-	Workload  Workload     `yaml:"workload"`
-	Faults    []Fault      `yaml:"faults"`
-	SLO       SLO          `yaml:"slo"`
-	Router    RouterParams `yaml:"router"`
+	Discovery Discovery `yaml:"discovery,omitempty"`
+	Workload  Workload  `yaml:"workload"`
+	// Brokers are the in-cluster brokers the router's subscriptions go
+	// through under router.load_transport: broker.
+	Brokers []Broker     `yaml:"brokers,omitempty"`
+	Faults  []Fault      `yaml:"faults"`
+	SLO     SLO          `yaml:"slo"`
+	Router  RouterParams `yaml:"router"`
 	// Until stops the run at this virtual time; 0 runs until the workload
 	// is served.
 	Until Duration `yaml:"until"`
@@ -210,6 +213,8 @@ type Fault struct {
 	// Worker indexes the fleet in declaration order (groups expanded).
 	Worker int       `yaml:"worker"`
 	Kind   FaultKind `yaml:"kind"`
+	// Broker names the broker (brokers[].id) of a broker fault.
+	Broker string `yaml:"broker,omitempty"`
 	// Factor multiplies decode step times for slow (default 2).
 	Factor float64 `yaml:"factor,omitempty"`
 }
@@ -232,10 +237,20 @@ const (
 	FaultMalformedRecord  FaultKind = "malformed_record"  // an undecodable discovery record under the worker's prefix
 	FaultPartition        FaultKind = "partition"         // the network between the router and the worker's publishers fails
 	FaultHeal             FaultKind = "heal"              // a partition ends; the subscriptions reconnect
+
+	FaultKillBroker    FaultKind = "kill_broker"    // the broker's session ends, and every stream it carries
+	FaultRestartBroker FaultKind = "restart_broker" // a new session of the broker (ending a live one first)
+	FaultDrainBroker   FaultKind = "drain_broker"   // nothing new is placed on the broker; its streams run on
 )
 
 var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset,
-	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord, FaultPartition, FaultHeal}
+	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord, FaultPartition, FaultHeal,
+	FaultKillBroker, FaultRestartBroker, FaultDrainBroker}
+
+// OfBroker reports whether the fault names a broker rather than a worker.
+func (k FaultKind) OfBroker() bool {
+	return k == FaultKillBroker || k == FaultRestartBroker || k == FaultDrainBroker
+}
 
 // SLO bounds used for goodput.
 type SLO struct {
@@ -261,6 +276,10 @@ type RouterParams struct {
 	ReplicaSync bool     `yaml:"replica_sync,omitempty"`
 	SyncDelay   Duration `yaml:"sync_delay,omitempty"`
 	SyncLoss    float64  `yaml:"sync_loss,omitempty"`
+
+	// LoadTransport is dynamo.load.transport: direct (left out) or broker,
+	// which puts the scenario's brokers between the fleet and the router.
+	LoadTransport string `yaml:"load_transport,omitempty"`
 }
 
 // DefaultSyncDelay is how long a replica-sync batch takes to reach a
@@ -617,7 +636,14 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	if w.Trace != nil && w.Trace.Limit < 0 {
 		bad("workload.trace.limit: must be >= 0")
 	}
+	errs = append(errs, sc.validateBrokers()...)
 	for i, f := range sc.Faults {
+		if f.Kind.OfBroker() {
+			continue // validateBrokers
+		}
+		if f.Broker != "" {
+			bad("faults[%d].broker: only for kill_broker, restart_broker and drain_broker", i)
+		}
 		if f.Worker < 0 || f.Worker >= total {
 			bad("faults[%d].worker: %d is not a fleet index (0..%d)", i, f.Worker, total-1)
 		}
@@ -855,6 +881,85 @@ func (p RouterParams) validateReplicas() []error {
 	}
 	if !(p.SyncLoss >= 0 && p.SyncLoss < 1) {
 		bad("router.sync_loss: must be in [0, 1)")
+	}
+	return errs
+}
+
+// MaxBrokers bounds a scenario's brokers; MaxBrokerNamespaces the
+// namespaces one broker covers, as a broker's hello may declare them.
+const (
+	MaxBrokers          = 64
+	MaxBrokerNamespaces = 64
+)
+
+// validateBrokers checks the load transport, the brokers and the broker
+// faults.
+func (sc *Scenario) validateBrokers() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	broker := false
+	switch sc.Router.LoadTransport {
+	case "", TransportDirect:
+	case TransportBroker:
+		broker = true
+		if len(sc.Brokers) == 0 {
+			bad("brokers: router.load_transport broker needs at least one broker")
+		}
+		if sc.Discovery.Source == SourceKubernetesPods {
+			bad("router.load_transport: broker needs event channels, and discovery.source kubernetes_pods has none")
+		}
+	default:
+		bad("router.load_transport: must be direct or broker, got %q", sc.Router.LoadTransport)
+	}
+	if !broker && len(sc.Brokers) > 0 {
+		bad("brokers: apply only with router.load_transport: broker")
+	}
+	if len(sc.Brokers) > MaxBrokers {
+		bad("brokers: %d brokers, at most %d", len(sc.Brokers), MaxBrokers)
+	}
+	ids := map[string]bool{}
+	for i, b := range sc.Brokers {
+		p := fmt.Sprintf("brokers[%d]", i)
+		switch {
+		case b.ID == "":
+			bad("%s.id: required", p)
+		case len(b.ID) > 128:
+			bad("%s.id: at most 128 bytes", p)
+		case ids[b.ID]:
+			bad("%s.id: %q is already a broker's", p, b.ID)
+		}
+		ids[b.ID] = true
+		switch {
+		case len(b.Namespaces) == 0:
+			bad("%s.namespaces: at least one namespace is required", p)
+		case len(b.Namespaces) > MaxBrokerNamespaces:
+			bad("%s.namespaces: %d namespaces, at most %d", p, len(b.Namespaces), MaxBrokerNamespaces)
+			continue
+		}
+		for j, ns := range b.Namespaces {
+			if ns == "" || len(ns) > 255 {
+				bad("%s.namespaces[%d]: must be 1-255 bytes", p, j)
+			}
+		}
+	}
+	for i, f := range sc.Faults {
+		if !f.Kind.OfBroker() {
+			continue
+		}
+		switch {
+		case !broker:
+			bad("faults[%d].kind: %s needs router.load_transport: broker", i, f.Kind)
+		case f.Broker == "":
+			bad("faults[%d].broker: required for %s", i, f.Kind)
+		case !ids[f.Broker]:
+			bad("faults[%d].broker: %q is not a broker's id", i, f.Broker)
+		}
+		if f.Worker != 0 || f.Factor != 0 {
+			bad("faults[%d]: %s takes broker, not worker or factor", i, f.Kind)
+		}
+		if f.At < 0 {
+			bad("faults[%d].at: must be >= 0", i)
+		}
 	}
 	return errs
 }

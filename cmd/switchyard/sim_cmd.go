@@ -206,6 +206,22 @@ func (r *simResult) print(out io.Writer) {
 		fmt.Fprintf(out, "  kv: %d kv-events messages (%s), selections %s\n", r.Run.KVMessages,
 			formatCounts(r.Core.KVMessages), formatCounts(r.Core.KVSelections))
 	}
+	if b := r.Run.Brokers; b != nil {
+		fmt.Fprint(out, "  brokers:")
+		for i, st := range b.Brokers {
+			if i > 0 {
+				fmt.Fprint(out, ";")
+			}
+			state := "live"
+			if !st.Live {
+				state = "down"
+			}
+			fmt.Fprintf(out, " %s %s, %d sessions, %d streams opened, %d open", st.ID, state, st.Sessions, st.Opened, st.Carried)
+		}
+		fmt.Fprintf(out, "\n  streams lost %d, reopened %d (longest outage %v); pending %d times for %v (longest %v), %d still pending\n",
+			b.Lost, b.Replaced, b.MaxOutage.Round(time.Millisecond), b.Pending, b.PendingTime.Round(time.Millisecond),
+			b.MaxPending.Round(time.Millisecond), b.StillPending)
+	}
 	for _, rs := range r.Replicas {
 		fmt.Fprintf(out, "  replica %d: routed %d", rs.Replica, rs.Routed)
 		if p := rs.Peers; p != nil {

@@ -58,6 +58,23 @@ func TestSimRecordThenReplay(t *testing.T) {
 	assert.Contains(t, out, "re-simulated, round_robin")
 }
 
+// The shipped broker scenario prints what its brokers did, and its
+// recording replays every selection.
+func TestSimOfTheBrokerScenarioRecordsAndReplays(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "run.db")
+	out, err := run(t, "sim", "--scenario", "../../scenarios/broker-failover.yaml", "--record", db)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "1000 requests (1000 served, 0 failed, 0 refused)")
+	assert.Contains(t, out, "brokers: broker-a down, 2 sessions,")
+	assert.Contains(t, out, "; broker-b live, 2 sessions,")
+	assert.Contains(t, out, "pending 2 times for")
+	assert.Contains(t, out, ", 0 still pending")
+
+	out, err = run(t, "replay", db)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "reproduced 1000 (100.00%)")
+}
+
 func TestReplayOfAMissingFileFails(t *testing.T) {
 	_, err := run(t, "replay", filepath.Join(t.TempDir(), "nope.db"))
 	var ee *exitError
