@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreconfig/... ./router/discovery/... ./router/discoverysource/... \
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
-        ./router/kv/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
+        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
 
 .PHONY: build test test-deps envtest-assets grpcurl inference-sim vet fmt-check race demo bench fuzz clean
 
@@ -44,8 +44,10 @@ WALLCLOCK      := ./sim/fidelity/
 WALLCLOCK_PKGS := switchyard/sim/fidelity
 not_wallclock   = $(filter-out $(WALLCLOCK_PKGS),$(shell $(GO) list $(1)))
 
+# The race detector slows the simulator's packages several times over, so
+# they get more than the default 10 minutes on a shared 2-core machine.
 race: envtest-assets
-	$(GO) test -race -count=1 $(call not_wallclock,$(CORE))
+	$(GO) test -race -count=1 -timeout 30m $(call not_wallclock,$(CORE))
 	$(GO) test -race -count=1 $(WALLCLOCK)
 
 # Independent peers some tests talk to (libzmq via python3-zmq, python3-msgpack).
