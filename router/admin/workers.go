@@ -43,6 +43,27 @@ type WorkersResponse struct {
 	// ReplicaSync is what replica sync did to the active-sequence
 	// account; absent when it is off.
 	ReplicaSync *ReplicaSyncJSON `json:"replica_sync,omitempty"`
+	// KVSources are the kv_cache_index sources (dynamo.kv.sources)
+	// followed through the event bus; absent when none is configured.
+	KVSources []KVSourceJSON `json:"kv_sources,omitempty"`
+}
+
+// KVSourceJSON is one followed kv_cache_index source.
+type KVSourceJSON struct {
+	Backend   string `json:"backend"`
+	Namespace string `json:"namespace"`
+	Connected bool   `json:"connected"`
+	// LastEventID is the last SSE id applied (decimal), where a stream
+	// resumes; absent before the first event.
+	LastEventID string `json:"last_event_id,omitempty"`
+	// Workers counts the workers whose ranks the source has fed.
+	Workers int `json:"workers"`
+}
+
+// KVSourceStatus is read by the workers endpoint when the DynamoStatus
+// also implements it.
+type KVSourceStatus interface {
+	KVSources() []KVSourceJSON
 }
 
 // BrokerCoverageJSON is one namespace of broker_coverage.
@@ -163,6 +184,9 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 	}
 	if rs, ok := st.(ReplicaSyncStatus); ok {
 		resp.ReplicaSync = rs.ReplicaSync()
+	}
+	if ks, ok := st.(KVSourceStatus); ok {
+		resp.KVSources = ks.KVSources()
 	}
 	if bc, ok := st.(BrokerCoverageStatus); ok {
 		for _, c := range bc.BrokerCoverage() {

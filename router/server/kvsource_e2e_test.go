@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +30,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"switchyard/fakefleet/fleet"
+	"switchyard/router/admin"
 	"switchyard/router/bus/broker"
 	"switchyard/router/bus/kvlistener"
 	"switchyard/router/clock"
@@ -225,6 +228,19 @@ func TestKVSourceThroughKVListenerEndToEnd(t *testing.T) {
 	}
 	same("the router's index matches the direct subscription's")
 	lastBefore := srv.KVSources()[0].LastEventID
+	// The admin listing shows the source, where it would resume, and
+	// nothing of the listener's address.
+	code, raw := get(t, "http://"+srv.Addr()+"/admin/dynamo/workers", "tok")
+	require.Equal(t, http.StatusOK, code)
+	var listing admin.WorkersResponse
+	require.NoError(t, json.Unmarshal(raw, &listing))
+	require.Len(t, listing.KVSources, 1)
+	ls := listing.KVSources[0]
+	require.Equal(t, []any{"vllm-1", "dynamo", true, 3}, []any{ls.Backend, ls.Namespace, ls.Connected, ls.Workers})
+	listed, err := strconv.ParseUint(ls.LastEventID, 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, listed, lastBefore)
+	require.NotContains(t, string(raw), cfg.Dynamo.EventBus.Listen)
 	require.Greater(t, lastBefore, firstID-1, "%+v direct %v router %v", srv.KVSources(), blocksByWorker(direct), blocksByWorker(srv.KV()))
 
 	// The session drops (the listener drains); the ring lives on in the

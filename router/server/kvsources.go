@@ -2,7 +2,9 @@ package server
 
 import (
 	"slices"
+	"strconv"
 
+	"switchyard/router/admin"
 	"switchyard/router/clock"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
@@ -82,4 +84,17 @@ func (s *Server) KVSources() []kvsource.State {
 		return nil
 	}
 	return s.kvSources.States()
+}
+
+// kvSourcesStatus is the admin listing's kv_sources.
+func (s *Server) kvSourcesStatus() []admin.KVSourceJSON {
+	var out []admin.KVSourceJSON
+	for _, st := range s.KVSources() {
+		j := admin.KVSourceJSON{Backend: st.Backend, Namespace: st.Namespace, Connected: st.Connected, Workers: st.Workers}
+		if st.HasLastID {
+			j.LastEventID = strconv.FormatUint(st.LastEventID, 10)
+		}
+		out = append(out, j)
+	}
+	return out
 }

@@ -472,7 +472,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus, s.brokerCoverage}, s.maskedConfig)))
+	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus, s.brokerCoverage, s.kvSourcesStatus}, s.maskedConfig)))
 	mux.Handle("/v1/", s.gateway.Handler())
 	mux.Handle("/anthropic/", s.gateway.Handler())
 	// Profiles for operators, behind the admin token like the admin API.
@@ -663,7 +663,10 @@ type dynamoStatus struct {
 	load, kv *eventplane.Supervisor
 	replica  func() *admin.ReplicaSyncJSON
 	coverage func() []eventplane.NamespaceCoverage
+	sources  func() []admin.KVSourceJSON
 }
+
+func (d dynamoStatus) KVSources() []admin.KVSourceJSON { return d.sources() }
 
 func (d dynamoStatus) BrokerCoverage() []eventplane.NamespaceCoverage { return d.coverage() }
 
