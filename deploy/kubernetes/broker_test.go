@@ -271,7 +271,7 @@ func TestBrokerOverlayRenders(t *testing.T) {
 	require.Equal(t, "metrics", c.LivenessProbe.HTTPGet.Port.String())
 
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-	require.Greater(t, grace, 2*broker.DrainTimeout, "SIGTERM's drain (two waits of DrainTimeout) fits the grace period")
+	require.Greater(t, grace, 2*broker.DrainTimeout, "SIGTERM's drain (its goodbye bounded by DrainTimeout) fits the grace period with room")
 
 	require.True(t, *pod.SecurityContext.RunAsNonRoot)
 	require.NotZero(t, *pod.SecurityContext.RunAsUser)
