@@ -85,17 +85,8 @@ func (r rendered) other(t *testing.T, kind, name string) *unstructured.Unstructu
 // Kustomize library on the files on disk.
 func render(t *testing.T, name string) rendered {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("overlays", name))
-	require.NoError(t, err, "kustomize build overlays/%s", name)
 	out := rendered{byKind: map[string]*unstructured.Unstructured{}, others: map[string]*unstructured.Unstructured{}}
-	for _, r := range resMap.Resources() {
-		// Through JSON, so that numbers are the int64 and float64 the
-		// Kubernetes clients expect.
-		b, err := r.MarshalJSON()
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(b))
+	for _, u := range build(t, name) {
 		out.all = append(out.all, u)
 		if u.GetLabels()[routerLabel] != "switchyard" {
 			key := u.GetKind() + "/" + u.GetName()
@@ -110,6 +101,26 @@ func render(t *testing.T, name string) rendered {
 		require.Contains(t, out.byKind, kind, "overlays/%s", name)
 	}
 	return out
+}
+
+// build renders the overlay's objects as `kubectl apply -k` would, with
+// the Kustomize library on the files on disk.
+func build(t *testing.T, name string) []*unstructured.Unstructured {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("overlays", name))
+	require.NoError(t, err, "kustomize build overlays/%s", name)
+	var all []*unstructured.Unstructured
+	for _, r := range resMap.Resources() {
+		// Through JSON, so that numbers are the int64 and float64 the
+		// Kubernetes clients expect.
+		b, err := r.MarshalJSON()
+		require.NoError(t, err)
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(b))
+		all = append(all, u)
+	}
+	return all
 }
 
 // routerConfig parses and validates the rendered ConfigMap's file with the

@@ -1,0 +1,536 @@
+package kubernetes
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"switchyard/internal/kubetest"
+	"switchyard/router/bus/broker"
+	"switchyard/router/config"
+	"switchyard/router/server"
+)
+
+const (
+	brokerOverlay = "event-broker"
+	// brokerName is the app.kubernetes.io/name of the broker's objects.
+	brokerName = "switchyard-broker"
+	// brokerSecretFile is the token Secret's template, applied by hand.
+	brokerSecretFile = "secret.yaml"
+	// brokerRouterFile is the example configuration of the router outside
+	// the cluster.
+	brokerRouterFile = "router-switchyard.yaml"
+)
+
+var services = access{"", "services"}
+
+// brokerManifests is the event-broker overlay: the objects Kustomize
+// renders (all the broker's, each kind once), the Secret template beside
+// them and the router's example configuration.
+type brokerManifests struct {
+	all    []*unstructured.Unstructured
+	byKind map[string]*unstructured.Unstructured
+	secret *unstructured.Unstructured
+	dep    appsv1.Deployment
+}
+
+func renderBroker(t *testing.T) brokerManifests {
+	t.Helper()
+	m := brokerManifests{byKind: map[string]*unstructured.Unstructured{}}
+	for _, u := range build(t, brokerOverlay) {
+		require.Equal(t, brokerName, u.GetLabels()[routerLabel], "%s %s is labelled as the broker's", u.GetKind(), u.GetName())
+		require.NotContains(t, m.byKind, u.GetKind(), "the overlay renders two %s objects", u.GetKind())
+		m.byKind[u.GetKind()] = u
+		m.all = append(m.all, u)
+	}
+	// Exactly these: no Service (nothing dials the broker), and no Secret,
+	// so that re-applying the overlay never overwrites a real token.
+	kinds := []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment"}
+	require.Len(t, m.byKind, len(kinds))
+	for _, kind := range kinds {
+		require.Contains(t, m.byKind, kind)
+	}
+	require.NoError(t, convert(m.byKind["Deployment"], &m.dep))
+	require.Len(t, m.dep.Spec.Template.Spec.Containers, 1)
+
+	f, err := os.Open(filepath.Join("overlays", brokerOverlay, brokerSecretFile))
+	require.NoError(t, err)
+	defer f.Close()
+	m.secret = &unstructured.Unstructured{}
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&m.secret.Object))
+	require.Equal(t, "Secret", m.secret.GetKind())
+	return m
+}
+
+func (m brokerManifests) container() corev1.Container { return m.dep.Spec.Template.Spec.Containers[0] }
+
+// flags reads the container's `switchyard broker` arguments, every one
+// written --name=value.
+func (m brokerManifests) flags(t *testing.T) map[string][]string {
+	t.Helper()
+	args := m.container().Args
+	require.Equal(t, "broker", args[0])
+	out := map[string][]string{}
+	for _, a := range args[1:] {
+		name, value, ok := strings.Cut(a, "=")
+		require.True(t, ok && strings.HasPrefix(name, "--"), "argument %q is --name=value", a)
+		out[strings.TrimPrefix(name, "--")] = append(out[strings.TrimPrefix(name, "--")], value)
+	}
+	return out
+}
+
+// flag is a flag given once.
+func flag(t *testing.T, flags map[string][]string, name string) string {
+	t.Helper()
+	require.Len(t, flags[name], 1, "--%s given once", name)
+	return flags[name][0]
+}
+
+// mountOf is the volume mounted whole at the file's folder.
+func (m brokerManifests) mountOf(t *testing.T, file string) corev1.Volume {
+	t.Helper()
+	for _, vm := range m.container().VolumeMounts {
+		if vm.MountPath != path.Dir(file) {
+			continue
+		}
+		require.Empty(t, vm.SubPath, "a subPath mount is a copy taken at start")
+		require.True(t, vm.ReadOnly)
+		for _, v := range m.dep.Spec.Template.Spec.Volumes {
+			if v.Name == vm.Name {
+				return v
+			}
+		}
+		t.Fatalf("no volume %s", vm.Name)
+	}
+	t.Fatalf("nothing is mounted at %s", path.Dir(file))
+	return corev1.Volume{}
+}
+
+// secretToken is the template's token, as the kubelet writes it into the
+// mounted file.
+func (m brokerManifests) secretToken(t *testing.T, key string) string {
+	t.Helper()
+	token, found, err := unstructured.NestedString(m.secret.Object, "stringData", key)
+	require.NoError(t, err)
+	require.True(t, found, "the Secret template holds %s", key)
+	return token
+}
+
+// routerExample parses the router's example configuration with the
+// router's own loader.
+func routerExample(t *testing.T) *config.Config {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("overlays", brokerOverlay, brokerRouterFile))
+	require.NoError(t, err)
+	cfg, err := config.Parse(b, noEnv)
+	require.NoError(t, err)
+	return cfg
+}
+
+// tokenHash is a brokers[].token_hash as the Secret template's comment
+// computes it: printf %s "$TOKEN" | sha256sum.
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// The router's example configuration validates with the router's rules,
+// sends load and KV subscriptions through a broker, and its one brokers[]
+// entry is the Deployment's: the client id, the namespaces served (its
+// allowlist, and the workers' namespace the router discovers), the
+// listener's port. Its placeholder hash matches no token (not the Secret
+// template's placeholder either); the template's token hashed as
+// documented is a valid entry.
+func TestBrokerRouterExample(t *testing.T) {
+	m := renderBroker(t)
+	flags := m.flags(t)
+	cfg := routerExample(t)
+	errs, _ := cfg.Validate()
+	require.Empty(t, errs)
+
+	require.Equal(t, config.TransportBroker, cfg.Dynamo.Load.Transport)
+	bus := cfg.Dynamo.EventBus
+	require.True(t, bus.Enabled)
+	require.Len(t, bus.Brokers, 1)
+	e := bus.Brokers[0]
+	require.Equal(t, config.BusRoleBroker, e.Role)
+	require.Equal(t, flag(t, flags, "client-id"), e.ID)
+	require.Equal(t, flags["namespace"], e.Namespaces)
+	require.Equal(t, []string{cfg.Dynamo.Discovery.Kubernetes.DynamoNamespace}, flags["namespace"])
+	require.Equal(t, m.byKind["Deployment"].GetNamespace(), cfg.Dynamo.Discovery.Kubernetes.Namespace)
+
+	u, err := url.Parse(flag(t, flags, "bus-url"))
+	require.NoError(t, err)
+	require.Equal(t, "https", u.Scheme)
+	require.Equal(t, u.Port(), portOf(t, bus.Listen), "--bus-url reaches dynamo.event_bus.listen")
+
+	token := m.secretToken(t, path.Base(flag(t, flags, "token-file")))
+	require.NotEqual(t, tokenHash(token), e.TokenHash, "the placeholders must not pair up into a working credential")
+	cfg.Dynamo.EventBus.Brokers[0].TokenHash = tokenHash(token)
+	errs, _ = cfg.Validate()
+	require.Empty(t, errs)
+}
+
+func portOf(t *testing.T, hostPort string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(hostPort)
+	require.NoError(t, err)
+	return p
+}
+
+// The overlay renders one consistent broker: its ServiceAccount bound to
+// its Role; one replica replaced by Recreate (one session per client id);
+// `switchyard broker` reading DynamoWorkerMetadata in its own namespace
+// (the downward API's POD_NAMESPACE, where the Role grants), its token
+// from the Secret template's key mounted whole, the CA bundle from the
+// generated ConfigMap; probes on the metrics port it binds; a grace period
+// longer than the drain's bounded waits; non-root, read-only, no
+// escalation, no capabilities, and resource requests.
+func TestBrokerOverlayRenders(t *testing.T) {
+	m := renderBroker(t)
+	ns := routerExample(t).Dynamo.Discovery.Kubernetes.Namespace
+	for _, u := range m.all {
+		require.Equal(t, ns, u.GetNamespace(), "%s %s sits in the fleet's namespace", u.GetKind(), u.GetName())
+	}
+	require.Empty(t, m.secret.GetNamespace(), "the Secret template takes its namespace from `kubectl -n`")
+	sa, role, binding := m.byKind["ServiceAccount"], m.byKind["Role"], m.byKind["RoleBinding"]
+	ref, _, _ := unstructured.NestedStringMap(binding.Object, "roleRef")
+	require.Equal(t, map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.GetName()}, ref)
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": sa.GetName(), "namespace": sa.GetNamespace()}}, subjects)
+
+	spec := m.dep.Spec
+	pod := spec.Template.Spec
+	require.Equal(t, sa.GetName(), pod.ServiceAccountName)
+	require.Equal(t, int32(1), *spec.Replicas)
+	require.Equal(t, appsv1.RecreateDeploymentStrategyType, spec.Strategy.Type)
+
+	c := m.container()
+	flags := m.flags(t)
+	require.Equal(t, config.SourceKubernetes, flag(t, flags, "discovery"))
+	require.NotContains(t, flags, "kube-namespace", "the broker reads its own namespace, where its Role grants")
+	require.NotContains(t, flags, "token-env", "the token comes from the mounted Secret")
+	var podNamespace *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "POD_NAMESPACE" {
+			podNamespace = &c.Env[i]
+		}
+	}
+	require.NotNil(t, podNamespace)
+	require.Equal(t, "metadata.namespace", podNamespace.ValueFrom.FieldRef.FieldPath)
+
+	tokenFile := flag(t, flags, "token-file")
+	tokenVol := m.mountOf(t, tokenFile)
+	require.NotNil(t, tokenVol.Secret)
+	require.Equal(t, m.secret.GetName(), tokenVol.Secret.SecretName)
+	m.secretToken(t, path.Base(tokenFile))
+
+	caFile := flag(t, flags, "ca-file")
+	caVol := m.mountOf(t, caFile)
+	require.NotNil(t, caVol.ConfigMap)
+	cm := m.byKind["ConfigMap"]
+	require.Equal(t, cm.GetName(), caVol.ConfigMap.Name, "the Deployment mounts the generated, hashed ConfigMap")
+	_, found, _ := unstructured.NestedString(cm.Object, "data", path.Base(caFile))
+	require.True(t, found, "the ConfigMap holds %s", path.Base(caFile))
+
+	require.Len(t, c.Ports, 1)
+	require.Equal(t, "metrics", c.Ports[0].Name)
+	require.Equal(t, portOf(t, flag(t, flags, "metrics-listen")), strconv.Itoa(int(c.Ports[0].ContainerPort)))
+	require.Equal(t, "/ready", c.ReadinessProbe.HTTPGet.Path)
+	require.Equal(t, "/health", c.LivenessProbe.HTTPGet.Path)
+	require.Equal(t, "metrics", c.ReadinessProbe.HTTPGet.Port.String())
+	require.Equal(t, "metrics", c.LivenessProbe.HTTPGet.Port.String())
+
+	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	require.Greater(t, grace, 2*broker.DrainTimeout, "SIGTERM's drain (its goodbye bounded by DrainTimeout) fits the grace period with room")
+
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.NotZero(t, *pod.SecurityContext.RunAsUser)
+	sc := c.SecurityContext
+	require.False(t, *sc.AllowPrivilegeEscalation)
+	require.True(t, *sc.ReadOnlyRootFilesystem)
+	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	require.Empty(t, sc.Capabilities.Add)
+	require.False(t, c.Resources.Requests.Cpu().IsZero())
+	require.False(t, c.Resources.Requests.Memory().IsZero())
+	require.False(t, c.Resources.Limits.Memory().IsZero())
+}
+
+// Every object the overlay renders, and the Secret template applied beside
+// it, passes a real API server's server-side apply as a dry run.
+func TestBrokerOverlayApplyDryRun(t *testing.T) {
+	c := newCluster(t)
+	m := renderBroker(t)
+	ns := m.byKind["Deployment"].GetNamespace()
+	c.ensureNamespace(t, ns)
+	secret := m.secret.DeepCopy()
+	secret.SetNamespace(ns) // as `kubectl -n dynamo apply -f` sets it
+	for _, u := range append(m.all, secret) {
+		out := c.apply(t, u, true)
+		require.Equal(t, u.GetKind(), out.GetKind())
+		_, err := c.resource(t, u).Get(ctxFor(t), u.GetName(), metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "a dry run created %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+// The broker's ServiceAccount, Role and RoleBinding, created for real in a
+// fresh namespace, let it get, list and watch DynamoWorkerMetadata and
+// EndpointSlices there and nothing else: no write verb on them, no Pods,
+// Services, Secrets or ConfigMaps, no read in another namespace or
+// cluster-wide.
+func TestBrokerOverlayLeastPrivilege(t *testing.T) {
+	c := newCluster(t)
+	ns := kubetest.Namespace(t)
+	m := renderBroker(t)
+	from := m.byKind["Role"].GetNamespace()
+	user := serviceAccountUser(ns, m.byKind["ServiceAccount"].GetName())
+	check := func(namespace, verb string, a access, want bool) {
+		t.Helper()
+		require.Equal(t, want, c.allowed(t, ns, user, namespace, verb, a), "%s %s %s in %q", verb, a.resource, a.group, namespace)
+	}
+	for _, kind := range []string{"ServiceAccount", "Role"} {
+		c.apply(t, moveTo(m.byKind[kind], from, ns), false)
+	}
+	check(ns, "list", workerMetadata, false)
+	c.apply(t, moveTo(m.byKind["RoleBinding"], from, ns), false)
+	c.awaitGrant(t, ns, user, workerMetadata)
+
+	for _, a := range []access{workerMetadata, endpointSlices} {
+		for _, v := range readVerbs {
+			check(ns, v, a, true)
+		}
+		for _, v := range writeVerbs {
+			check(ns, v, a, false)
+		}
+		check("default", "list", a, false)
+		check("", "list", a, false)
+	}
+	for _, a := range []access{pods, services, secrets, configMaps} {
+		for _, v := range append(readVerbs, writeVerbs...) {
+			check(ns, v, a, false)
+		}
+	}
+}
+
+// The real `switchyard broker`, run with the Deployment's own arguments
+// and environment (the volumes laid out as the kubelet mounts them, the
+// bus URL and metrics address pointed at this machine), authenticated to
+// the API server as the overlay's ServiceAccount with nothing but its
+// Role, against a router running the example configuration:
+//   - its discovery connects with the Role (/ready 200);
+//   - the example's placeholder hash refuses it (401 unauthenticated);
+//   - the Secret template's token, hashed as documented and reloaded into
+//     the router, is welcomed: the router counts a broker session covering
+//     the example's Dynamo namespace;
+//   - SIGTERM drains and exits 0 within terminationGracePeriodSeconds, and
+//     the router's session ends.
+func TestBrokerOverlayRunsBroker(t *testing.T) {
+	c := newCluster(t)
+	ns := kubetest.Namespace(t)
+	m := renderBroker(t)
+	from := m.byKind["Role"].GetNamespace()
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+		c.apply(t, moveTo(m.byKind[kind], from, ns), false)
+	}
+	saUser := kubetest.User(t, serviceAccountUser(ns, m.byKind["ServiceAccount"].GetName()))
+	brokerKubeconfig := writeKubeconfig(t, saUser)
+	// The router watches the fleet from outside with its own identity.
+	t.Setenv("KUBECONFIG", kubetest.Kubeconfig(t))
+
+	bin := buildSwitchyard(t)
+	caPEM, certFile, keyFile := busCertificates(t)
+	flags := m.flags(t)
+	token := m.secretToken(t, path.Base(flag(t, flags, "token-file")))
+
+	// The router outside the cluster, on the example configuration.
+	busAddr := freeAddr(t)
+	routerCfg := func(hash string) *config.Config {
+		cfg := routerExample(t)
+		cfg.Server.BindAddress = "127.0.0.1:0"
+		cfg.Dynamo.Discovery.Kubernetes.Namespace = ns
+		cfg.Dynamo.EventBus.Listen = busAddr
+		cfg.Dynamo.EventBus.TLS.Cert, cfg.Dynamo.EventBus.TLS.Key = certFile, keyFile
+		if hash != "" {
+			cfg.Dynamo.EventBus.Brokers[0].TokenHash = hash
+		}
+		errs, _ := cfg.Validate()
+		require.Empty(t, errs)
+		return cfg
+	}
+	srv, err := server.New(routerCfg(""), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer srv.Close()
+	routerBase := "http://" + srv.Addr()
+
+	// The Pod's volumes as the kubelet lays them out, under root.
+	root := t.TempDir()
+	for _, vm := range m.container().VolumeMounts {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, vm.MountPath), 0o755))
+	}
+	tokenFile, caFile := flag(t, flags, "token-file"), flag(t, flags, "ca-file")
+	require.NoError(t, os.WriteFile(filepath.Join(root, tokenFile), []byte(token), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, caFile), caPEM, 0o644))
+
+	metricsAddr := freeAddr(t)
+	var args []string
+	for _, a := range m.container().Args {
+		name, value, _ := strings.Cut(a, "=")
+		switch name {
+		case "--bus-url":
+			a = name + "=https://" + busAddr
+		case "--metrics-listen":
+			a = name + "=" + metricsAddr
+		case "--token-file", "--ca-file":
+			a = name + "=" + filepath.Join(root, value)
+		}
+		args = append(args, a)
+	}
+	cmd := exec.Command(bin, args...)
+	// POD_NAMESPACE as the downward API fills it; the ServiceAccount's
+	// credentials through KUBECONFIG (in a Pod, its mounted token).
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns, "KUBECONFIG="+brokerKubeconfig)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("broker output:\n%s", logs.String())
+		}
+	}()
+	brokerBase := "http://" + metricsAddr
+
+	require.Eventually(t, func() bool { return statusOrZero(brokerBase+"/ready") == http.StatusOK },
+		30*time.Second, 50*time.Millisecond, "the broker's discovery never connected with the overlay's Role")
+	require.Eventually(t, func() bool {
+		return strings.Contains(bodyOrEmpty(routerBase+"/metrics"), "\nswitchyard_event_bus_refusals_total{code=\"unauthenticated\"} ")
+	}, 30*time.Second, 50*time.Millisecond, "the placeholder hash never refused the broker")
+	require.Contains(t, bodyOrEmpty(brokerBase+"/metrics"), "\nswitchyard_broker_connected 0\n")
+
+	require.NoError(t, srv.Reload(routerCfg(tokenHash(token))))
+	nsLine := "\nswitchyard_dynamo_broker_namespace_sessions{namespace=\"" + flag(t, flags, "namespace") + "\"} 1\n"
+	require.Eventually(t, func() bool {
+		b := bodyOrEmpty(routerBase + "/metrics")
+		return strings.Contains(b, "\nswitchyard_event_bus_sessions{role=\"broker\"} 1\n") && strings.Contains(b, nsLine)
+	}, 45*time.Second, 50*time.Millisecond, "the router never welcomed the broker with the documented hash")
+	require.Contains(t, bodyOrEmpty(brokerBase+"/metrics"), "\nswitchyard_broker_connected 1\n")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	grace := time.Duration(*m.dep.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		require.False(t, errors.As(err, &exit), "the broker exits 0 after SIGTERM: %v", err)
+		require.NoError(t, err)
+	case <-time.After(grace):
+		t.Fatalf("the broker outlived terminationGracePeriodSeconds (%s) after SIGTERM", grace)
+	}
+	require.Contains(t, logs.String(), "event bus session draining")
+	require.Eventually(t, func() bool {
+		return strings.Contains(bodyOrEmpty(routerBase+"/metrics"), "\nswitchyard_event_bus_sessions{role=\"broker\"} 0\n")
+	}, 10*time.Second, 50*time.Millisecond, "the router's broker session outlived the broker")
+}
+
+// buildSwitchyard compiles the real binary the image ships.
+func buildSwitchyard(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "switchyard")
+	out, err := exec.Command("go", "build", "-o", bin, "switchyard/cmd/switchyard").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+// busCertificates makes a CA and the listener's certificate for 127.0.0.1
+// signed by it: the CA's PEM (the overlay's bus-ca.crt) and the
+// certificate and key files (dynamo.event_bus.tls).
+func busCertificates(t *testing.T) (caPEM []byte, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	now := time.Now()
+	ca := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "event bus test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	require.NoError(t, err)
+	caCert, err := x509.ParseCertificate(caDER)
+	require.NoError(t, err)
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile
+}
+
+// statusOrZero and bodyOrEmpty poll a server that may not listen yet.
+func statusOrZero(u string) int {
+	resp, err := http.Get(u)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func bodyOrEmpty(u string) string {
+	resp, err := http.Get(u)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return b.String()
+}
