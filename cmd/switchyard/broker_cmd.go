@@ -120,8 +120,12 @@ func (f brokerFlags) discoveryConfig(lookup func(string) (string, bool)) (*confi
 	case config.SourceEtcd:
 		d.Source = config.SourceEtcd
 		eps := f.etcdEndpoints
-		if len(eps) == 0 && env("ETCD_ENDPOINTS") != "" {
-			eps = strings.Split(env("ETCD_ENDPOINTS"), ",")
+		if len(eps) == 0 {
+			for _, e := range strings.Split(env("ETCD_ENDPOINTS"), ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					eps = append(eps, e)
+				}
+			}
 		}
 		if len(eps) == 0 {
 			eps = []string{DefaultBrokerEtcd}

@@ -29,17 +29,22 @@ import (
 	"testing"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"switchyard/fakefleet/publish"
 	"switchyard/fakefleet/registrar"
 	"switchyard/fakefleet/wire"
 	"switchyard/internal/etcdtest"
+	"switchyard/internal/extproctest"
 	"switchyard/internal/syncbuf"
 	"switchyard/router/config"
 	"switchyard/router/kv"
 	"switchyard/router/load"
+	"switchyard/router/picker"
 	"switchyard/router/server"
 )
 
@@ -80,8 +85,9 @@ func busPKI(t *testing.T) (caFile, certFile, keyFile string) {
 
 // e2eRouter starts a router discovering from etcd at endpoint, with
 // KV-aware selection and the given load transport; busTLS, when set,
-// enables the event-bus listener with one broker entry.
-func e2eRouter(t *testing.T, endpoint, transport string, busTLS []string) (*server.Server, string) {
+// enables the event-bus listener with one broker entry. opts adjust the
+// configuration last.
+func e2eRouter(t *testing.T, endpoint, transport string, busTLS []string, opts ...func(*config.Config)) (*server.Server, string) {
 	t.Helper()
 	c := config.Default()
 	c.Server.BindAddress = "127.0.0.1:0"
@@ -102,6 +108,9 @@ func e2eRouter(t *testing.T, endpoint, transport string, busTLS []string) (*serv
 		b.Brokers = []config.BusClient{{ID: e2eBrokerID, Role: config.BusRoleBroker,
 			TokenHash: "sha256:" + hex.EncodeToString(sum[:]), Namespaces: []string{e2eNamespace}}}
 		b.HeartbeatInterval = config.Duration(time.Second)
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	srv, err := server.New(c, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -291,7 +300,9 @@ type tunnelRig struct {
 	brokerEP string // etcd the broker discovers from
 }
 
-func newTunnelRig(t *testing.T, brokerEtcd *etcdtest.Server) *tunnelRig {
+// newTunnelRig starts the rig; brokerOpts adjust the broker router's
+// configuration.
+func newTunnelRig(t *testing.T, brokerEtcd *etcdtest.Server, brokerOpts ...func(*config.Config)) *tunnelRig {
 	t.Helper()
 	r := &tunnelRig{bin: buildBinary(t)}
 	var cert, key string
@@ -303,7 +314,7 @@ func newTunnelRig(t *testing.T, brokerEtcd *etcdtest.Server) *tunnelRig {
 		r.brokerEP = brokerEtcd.Endpoint()
 	}
 	r.direct, _ = e2eRouter(t, r.etcd.Endpoint(), config.TransportDirect, nil)
-	r.broker, r.busAddr = e2eRouter(t, r.etcd.Endpoint(), config.TransportBroker, []string{cert, key})
+	r.broker, r.busAddr = e2eRouter(t, r.etcd.Endpoint(), config.TransportBroker, []string{cert, key}, brokerOpts...)
 	return r
 }
 
@@ -343,6 +354,112 @@ func routerDiag(srv *server.Server) string {
 		fmt.Fprintf(&b, "subscriptions: %v\nbroker_coverage: %v\n", body["subscriptions"], body["broker_coverage"])
 	}
 	return b.String()
+}
+
+// withEPP turns on the broker router's endpoint picker (plaintext, a
+// free port): a request routed through it is a real pick by the router's
+// core, with no backend to forward it to.
+func withEPP(c *config.Config) {
+	c.EPP.Enabled, c.EPP.Listen, c.EPP.Plaintext, c.EPP.TargetPort = true, "127.0.0.1:0", true, 8000
+}
+
+// decodeSelections reads switchyard_dynamo_selection_total{role="decode"}
+// by reason from a router's /metrics.
+func decodeSelections(t *testing.T, srv *server.Server) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]float64{}
+	re := regexp.MustCompile(`(?m)^switchyard_dynamo_selection_total\{reason="([a-z_]+)",role="decode"\} (\S+)$`)
+	for _, m := range re.FindAllSubmatch(b, -1) {
+		v, err := strconv.ParseFloat(string(m[2]), 64)
+		require.NoError(t, err)
+		out[string(m[1])] = v
+	}
+	require.NotEmpty(t, out, "no decode selection series")
+	return out
+}
+
+// pick routes one chat completion through the broker router's endpoint
+// picker, ends it, and waits until the picker has let it go (so the next
+// pick starts from an empty account). It returns the decode worker pinned
+// and the selection reason the router counted for it.
+func (r *tunnelRig) pick(t *testing.T) (uint64, string) {
+	t.Helper()
+	before := decodeSelections(t, r.broker)
+	conn, err := grpc.NewClient(r.broker.EPPAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	g := &extproctest.Gateway{Announce: true, Picker: extprocv3.NewExternalProcessorClient(conn)}
+	req, err := http.NewRequest(http.MethodPost, "http://gateway/v1/chat/completions", nil)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	body := []byte(`{"model":"e2e/model","max_tokens":4,"messages":[{"role":"user","content":"which worker?"}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := g.Route(ctx, req, body)
+	require.NoError(t, err)
+	h.Close()
+	require.Nil(t, h.Immediate, "routed, not answered")
+	id, err := strconv.ParseUint(h.Header.Get("x-dynamo-worker-instance-id"), 10, 64)
+	require.NoError(t, err, "pins %v", h.Header)
+	r.wait(t, "the endpoint picker to end the request", func() bool {
+		return metric(t, r.broker.Addr(), "switchyard_epp_streams") == 0
+	})
+	after := decodeSelections(t, r.broker)
+	reason := ""
+	for k, v := range after {
+		if v != before[k] {
+			require.Empty(t, reason, "one selection per pick: %v then %v", before, after)
+			require.Equal(t, before[k]+1, v, "reason %s", k)
+			reason = k
+		}
+	}
+	require.NotEmpty(t, reason, "the pick was counted")
+	return id, reason
+}
+
+// freshLoads publishes a new load sample from every worker and waits until
+// the broker router holds them all.
+func (r *tunnelRig) freshLoads(t *testing.T, used uint64) {
+	t.Helper()
+	want := make([]uint64, len(r.workers))
+	for i, x := range r.workers {
+		x.nextLoad(t, used)
+		want[i] = x.loadSeq
+	}
+	r.wait(t, "fresh load samples at the broker router", func() bool {
+		for i, x := range r.workers {
+			s, ok := r.broker.Loads().Latest(load.Key{Namespace: e2eNamespace, WorkerID: x.id})
+			if !ok || s.Sequence < want[i] {
+				// PUB drops what it sends before a subscription reaches
+				// it: repeat the sample under a new sequence.
+				x.nextLoad(t, used)
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// loadPick waits for a pick costed on fresh load samples (reason
+// kv_aware). A pick made well within dynamo.load.max_staleness (3 s) of
+// the samples' arrival must be one; a slower one (a busy machine) is
+// retried on new samples.
+func (r *tunnelRig) loadPick(t *testing.T, used uint64) {
+	t.Helper()
+	r.wait(t, "a pick on fresh load samples", func() bool {
+		r.freshLoads(t, used)
+		arrived := time.Now()
+		_, reason := r.pick(t)
+		if time.Since(arrived) < 2*time.Second {
+			require.Equal(t, picker.ReasonKVAware, reason, "a pick on fresh samples")
+		}
+		return reason == picker.ReasonKVAware
+	})
 }
 
 func (r *tunnelRig) addWorkers(t *testing.T, n int) {
@@ -493,14 +610,17 @@ func TestBrokerTunnelSameStateAsDirect(t *testing.T) {
 }
 
 // Killing the broker: SIGKILL leaves the broker router's subscriptions
-// pending; a removal published meanwhile is missed; a new broker brings
-// every subscription back, and the next event's id gap clears the rank
-// so the missed removal leaves no stale block.
+// pending, and requests routed meanwhile (through its endpoint picker)
+// rotate over the workers once their samples are stale
+// (round_robin_stale); a removal published meanwhile is missed; a new
+// broker brings every subscription back, the next event's id gap clears
+// the rank so the missed removal leaves no stale block, and picks are
+// costed on fresh load samples again.
 func TestBrokerTunnelKilledBrokerRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	r := newTunnelRig(t, nil)
+	r := newTunnelRig(t, nil, withEPP)
 	r.addWorkers(t, 2)
 	r.bp = startBroker(t, r.bin, r.busAddr, r.ca, r.brokerEP)
 	r.wait(t, "every broker subscription connected", func() bool {
@@ -524,6 +644,9 @@ func TestBrokerTunnelKilledBrokerRecovers(t *testing.T) {
 		return 0
 	}
 	require.Equal(t, uint32(3), matched())
+	// Load selection through the broker: picks are costed on the samples
+	// it relays.
+	r.loadPick(t, 6)
 
 	require.NoError(t, r.bp.cmd.Process.Signal(syscall.SIGKILL))
 	<-r.bp.exited
@@ -533,6 +656,25 @@ func TestBrokerTunnelKilledBrokerRecovers(t *testing.T) {
 	// Missed: the router has no stream while this is published.
 	w.nextKV(t, 0, removedBlocks(base|3))
 	require.Equal(t, uint32(3), matched(), "the removal cannot have arrived")
+	// No sample arrives while pending: once the last ones are older than
+	// dynamo.load.max_staleness, requests rotate over the workers
+	// (round_robin_stale). Until then a pick may still be costed on them.
+	r.wait(t, "a round_robin_stale pick while pending", func() bool {
+		_, reason := r.pick(t)
+		if reason != picker.ReasonRoundRobinStale {
+			require.Equal(t, picker.ReasonKVAware, reason)
+			return false
+		}
+		return true
+	})
+	picked := map[uint64]int{}
+	for range 4 {
+		id, reason := r.pick(t)
+		require.Equal(t, picker.ReasonRoundRobinStale, reason, "every pick while the subscriptions are pending")
+		picked[id]++
+	}
+	require.Equal(t, map[uint64]int{r.workers[0].id: 2, r.workers[1].id: 2}, picked, "the picks rotate over both workers")
+	require.Equal(t, 2.0, subs(t, r.broker, "load", "pending", "broker"), "still pending")
 
 	r.bp = startBroker(t, r.bin, r.busAddr, r.ca, r.brokerEP)
 	r.wait(t, "every subscription back through the new broker", func() bool {
@@ -555,20 +697,15 @@ func TestBrokerTunnelKilledBrokerRecovers(t *testing.T) {
 		return false
 	})
 	require.Equal(t, uint32(0), matched(), "the gap cleared the rank: no block of the missed removal's chain is claimed")
-	// Load selection is back: fresh samples arrive through the new broker.
+	// Load selection is back: fresh samples arrive through the new broker
+	// and picks are costed on them again.
+	r.loadPick(t, 42)
 	for _, x := range r.workers {
-		x.nextLoad(t, 42)
+		s, ok := r.broker.Loads().Latest(load.Key{Namespace: e2eNamespace, WorkerID: x.id})
+		require.True(t, ok)
+		require.True(t, s.HasKVUsedBlocks)
+		require.Equal(t, uint64(42), s.KVUsedBlocks)
 	}
-	r.wait(t, "fresh load samples through the new broker", func() bool {
-		for _, x := range r.workers {
-			s, ok := r.broker.Loads().Latest(load.Key{Namespace: e2eNamespace, WorkerID: x.id})
-			if !ok || !s.HasKVUsedBlocks || s.KVUsedBlocks != 42 {
-				x.nextLoad(t, 42)
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // Unadvertised publisher: the broker's own discovery (another etcd)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -18,10 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"switchyard/router/bus/broker"
 	"switchyard/router/bus/kvlistener"
+	"switchyard/router/bus/wire"
 	"switchyard/router/clock"
+	"switchyard/router/config"
 	"switchyard/router/discovery"
 	"switchyard/router/discoverysource"
 	"switchyard/router/eventplane"
@@ -67,7 +71,13 @@ on --metrics-listen.`,
 			return runKVListener(ctx, cmd, log, f)
 		},
 	}
-	fl := cmd.Flags()
+	f.bind(cmd.Flags())
+	logs.add(cmd)
+	return cmd
+}
+
+// bind declares the command's flags over f.
+func (f *kvListenerFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&f.busURL, "bus-url", "", "the router's event-bus listener, https://host:port (required)")
 	fl.StringVar(&f.clientID, "client-id", "", "this listener's brokers[].id at the router (required)")
 	fl.StringArrayVar(&f.backends, "backend", nil, "NAME=NAMESPACE: a backend announced and the Dynamo namespace of its workers (repeatable, required)")
@@ -85,21 +95,32 @@ on --metrics-listen.`,
 	fl.IntVar(&f.maxStreams, "max-streams", broker.DefaultMaxStreams, "most data streams held at once")
 	fl.IntVar(&f.ringEvents, "ring-events", kvlistener.DefaultRingEvents, "events kept per backend for resuming routers")
 	fl.Int64Var(&f.ringBytes, "ring-bytes", kvlistener.DefaultRingBytes, "bytes of events kept per backend for resuming routers")
-	logs.add(cmd)
-	return cmd
 }
 
-// parseBackends reads NAME=NAMESPACE pairs.
+// parseBackends reads NAME=NAMESPACE pairs: names and namespaces as the
+// event bus's wire allows them, each name once, at most wire.MaxSources
+// backends. It returns the namespaces too, each once, in order.
 func parseBackends(pairs []string) ([]kvlistener.Backend, []string, error) {
 	if len(pairs) == 0 {
 		return nil, nil, errors.New("--backend NAME=NAMESPACE is required")
+	}
+	if len(pairs) > wire.MaxSources {
+		return nil, nil, fmt.Errorf("--backend: at most %d backends, got %d", wire.MaxSources, len(pairs))
 	}
 	var out []kvlistener.Backend
 	var namespaces []string
 	for _, p := range pairs {
 		name, ns, ok := strings.Cut(p, "=")
-		if !ok || name == "" || ns == "" {
+		if !ok || name == "" || ns == "" || strings.Contains(ns, "=") {
 			return nil, nil, fmt.Errorf("--backend %q: want NAME=NAMESPACE", p)
+		}
+		for _, n := range []struct{ what, v string }{{"name", name}, {"namespace", ns}} {
+			if problem := nameProblem(n.v); problem != "" {
+				return nil, nil, fmt.Errorf("--backend %q: the %s %s", p, n.what, problem)
+			}
+		}
+		if slices.ContainsFunc(out, func(b kvlistener.Backend) bool { return b.Name == name }) {
+			return nil, nil, fmt.Errorf("--backend %q: backend %q is given twice", p, name)
 		}
 		out = append(out, kvlistener.Backend{Name: name, Namespace: ns})
 		if !slices.Contains(namespaces, ns) {
@@ -109,26 +130,65 @@ func parseBackends(pairs []string) ([]kvlistener.Backend, []string, error) {
 	return out, namespaces, nil
 }
 
-func runKVListener(ctx context.Context, cmd *cobra.Command, log *slog.Logger, f kvListenerFlags) error {
+// nameProblem says why s cannot name a backend or a namespace on the
+// event bus ("" when it can).
+func nameProblem(s string) string {
+	if len(s) > wire.MaxNameBytes {
+		return fmt.Sprintf("is longer than %d bytes", wire.MaxNameBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c == 0x7f {
+			return "holds a space or control character"
+		}
+	}
+	return ""
+}
+
+// kvListenerSettings are the checked flags, with the environment's
+// defaults applied.
+type kvListenerSettings struct {
+	backends  []kvlistener.Backend
+	discovery *config.Config
+	allow     []netip.Prefix
+}
+
+// check refuses bad flags, naming the flag, before anything starts.
+func (f *kvListenerFlags) check(lookup func(string) (string, bool)) (kvListenerSettings, error) {
+	var s kvListenerSettings
 	if f.busURL == "" || f.clientID == "" {
-		return errors.New("--bus-url and --client-id are required")
+		return s, errors.New("--bus-url and --client-id are required")
 	}
 	if f.maxStreams <= 0 || f.maxStreams > 65536 {
-		return errors.New("--max-streams must be 1-65536")
+		return s, fmt.Errorf("--max-streams must be 1-65536, got %d", f.maxStreams)
+	}
+	if f.ringEvents < 1 || f.ringEvents > kvlistener.MaxRingEvents {
+		return s, fmt.Errorf("--ring-events must be 1-%d, got %d", kvlistener.MaxRingEvents, f.ringEvents)
+	}
+	if f.ringBytes < kvlistener.MinRingBytes {
+		return s, fmt.Errorf("--ring-bytes must be at least %d (one event of the largest size), got %d", kvlistener.MinRingBytes, f.ringBytes)
 	}
 	backends, namespaces, err := parseBackends(f.backends)
 	if err != nil {
-		return err
+		return s, err
 	}
 	f.namespaces = namespaces
-	cfg, err := f.discoveryConfig(os.LookupEnv)
+	cfg, err := f.discoveryConfig(lookup)
 	if err != nil {
-		return err
+		return s, err
 	}
 	allow, err := eventplane.ParseAllow(f.directAllowCIDRs)
 	if err != nil {
-		return fmt.Errorf("--direct-allow-cidrs: %w", err)
+		return s, fmt.Errorf("--direct-allow-cidrs: %w", err)
 	}
+	return kvListenerSettings{backends: backends, discovery: cfg, allow: allow}, nil
+}
+
+func runKVListener(ctx context.Context, cmd *cobra.Command, log *slog.Logger, f kvListenerFlags) error {
+	set, err := f.check(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	backends, cfg, allow := set.backends, set.discovery, set.allow
 	tc, err := f.tlsConfig()
 	if err != nil {
 		return err
