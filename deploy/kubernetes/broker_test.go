@@ -42,63 +42,81 @@ import (
 
 const (
 	brokerOverlay = "event-broker"
-	// brokerName is the app.kubernetes.io/name of the broker's objects.
-	brokerName = "switchyard-broker"
-	// brokerSecretFile is the token Secret's template, applied by hand.
-	brokerSecretFile = "secret.yaml"
 	// brokerRouterFile is the example configuration of the router outside
 	// the cluster.
 	brokerRouterFile = "router-switchyard.yaml"
 )
 
+// agent is one in-cluster agent the event-broker overlay ships: the
+// app.kubernetes.io/name of its objects, the switchyard command its
+// Deployment runs, and its token Secret's template, applied by hand.
+type agent struct {
+	name, command, secretFile string
+}
+
+var (
+	brokerAgent     = agent{name: "switchyard-broker", command: "broker", secretFile: "secret.yaml"}
+	kvListenerAgent = agent{name: "switchyard-kv-listener", command: "kv-listener", secretFile: "kv-listener-secret.yaml"}
+	agents          = []agent{brokerAgent, kvListenerAgent}
+)
+
 var services = access{"", "services"}
 
-// brokerManifests is the event-broker overlay: the objects Kustomize
-// renders (all the broker's, each kind once), the Secret template beside
-// them and the router's example configuration.
+// brokerManifests is one agent of the event-broker overlay: the objects
+// Kustomize renders for it (each kind once) and its Secret template.
 type brokerManifests struct {
+	agent  agent
 	all    []*unstructured.Unstructured
 	byKind map[string]*unstructured.Unstructured
 	secret *unstructured.Unstructured
 	dep    appsv1.Deployment
 }
 
-func renderBroker(t *testing.T) brokerManifests {
+func renderBroker(t *testing.T) brokerManifests { return renderAgent(t, brokerAgent) }
+
+// renderAgent builds the overlay and keeps the agent's objects. Every
+// object belongs to one of the agents.
+func renderAgent(t *testing.T, a agent) brokerManifests {
 	t.Helper()
-	m := brokerManifests{byKind: map[string]*unstructured.Unstructured{}}
+	m := brokerManifests{agent: a, byKind: map[string]*unstructured.Unstructured{}}
 	for _, u := range build(t, brokerOverlay) {
-		require.Equal(t, brokerName, u.GetLabels()[routerLabel], "%s %s is labelled as the broker's", u.GetKind(), u.GetName())
-		require.NotContains(t, m.byKind, u.GetKind(), "the overlay renders two %s objects", u.GetKind())
+		owner := u.GetLabels()[routerLabel]
+		require.True(t, owner == brokerAgent.name || owner == kvListenerAgent.name, "%s %s is labelled as one agent's, not %q", u.GetKind(), u.GetName(), owner)
+		if owner != a.name {
+			continue
+		}
+		require.NotContains(t, m.byKind, u.GetKind(), "the overlay renders two %s objects of %s", u.GetKind(), a.name)
 		m.byKind[u.GetKind()] = u
 		m.all = append(m.all, u)
 	}
-	// Exactly these: no Service (nothing dials the broker), and no Secret,
+	// Exactly these: no Service (nothing dials an agent), and no Secret,
 	// so that re-applying the overlay never overwrites a real token.
 	kinds := []string{"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment"}
-	require.Len(t, m.byKind, len(kinds))
+	require.Len(t, m.byKind, len(kinds), "%s", a.name)
 	for _, kind := range kinds {
-		require.Contains(t, m.byKind, kind)
+		require.Contains(t, m.byKind, kind, "%s", a.name)
 	}
 	require.NoError(t, convert(m.byKind["Deployment"], &m.dep))
 	require.Len(t, m.dep.Spec.Template.Spec.Containers, 1)
 
-	f, err := os.Open(filepath.Join("overlays", brokerOverlay, brokerSecretFile))
+	f, err := os.Open(filepath.Join("overlays", brokerOverlay, a.secretFile))
 	require.NoError(t, err)
 	defer f.Close()
 	m.secret = &unstructured.Unstructured{}
 	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&m.secret.Object))
 	require.Equal(t, "Secret", m.secret.GetKind())
+	require.Equal(t, a.name, m.secret.GetLabels()[routerLabel])
 	return m
 }
 
 func (m brokerManifests) container() corev1.Container { return m.dep.Spec.Template.Spec.Containers[0] }
 
-// flags reads the container's `switchyard broker` arguments, every one
+// flags reads the container's `switchyard <command>` arguments, every one
 // written --name=value.
 func (m brokerManifests) flags(t *testing.T) map[string][]string {
 	t.Helper()
 	args := m.container().Args
-	require.Equal(t, "broker", args[0])
+	require.Equal(t, m.agent.command, args[0])
 	out := map[string][]string{}
 	for _, a := range args[1:] {
 		name, value, ok := strings.Cut(a, "=")
@@ -163,13 +181,27 @@ func tokenHash(token string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// entryOf is the router's brokers[] entry whose id is the agent's
+// --client-id.
+func entryOf(t *testing.T, cfg *config.Config, m brokerManifests) *config.BusClient {
+	t.Helper()
+	id := flag(t, m.flags(t), "client-id")
+	for i := range cfg.Dynamo.EventBus.Brokers {
+		if cfg.Dynamo.EventBus.Brokers[i].ID == id {
+			return &cfg.Dynamo.EventBus.Brokers[i]
+		}
+	}
+	t.Fatalf("the router's example has no brokers[] entry %q", id)
+	return nil
+}
+
 // The router's example configuration validates with the router's rules,
-// sends load and KV subscriptions through a broker, and its one brokers[]
-// entry is the Deployment's: the client id, the namespaces served (its
-// allowlist, and the workers' namespace the router discovers), the
-// listener's port. Its placeholder hash matches no token (not the Secret
-// template's placeholder either); the template's token hashed as
-// documented is a valid entry.
+// sends load and KV subscriptions through a broker, and holds one entry
+// per agent, the broker's agreeing with its Deployment: the client id, the
+// namespaces served (its allowlist, and the workers' namespace the router
+// discovers), the listener's port. Its placeholder hash matches no token
+// (not the Secret template's placeholder either); the template's token
+// hashed as documented is a valid entry.
 func TestBrokerRouterExample(t *testing.T) {
 	m := renderBroker(t)
 	flags := m.flags(t)
@@ -180,10 +212,9 @@ func TestBrokerRouterExample(t *testing.T) {
 	require.Equal(t, config.TransportBroker, cfg.Dynamo.Load.Transport)
 	bus := cfg.Dynamo.EventBus
 	require.True(t, bus.Enabled)
-	require.Len(t, bus.Brokers, 1)
-	e := bus.Brokers[0]
+	require.Len(t, bus.Brokers, len(agents), "one entry per agent")
+	e := entryOf(t, cfg, m)
 	require.Equal(t, config.BusRoleBroker, e.Role)
-	require.Equal(t, flag(t, flags, "client-id"), e.ID)
 	require.Equal(t, flags["namespace"], e.Namespaces)
 	require.Equal(t, []string{cfg.Dynamo.Discovery.Kubernetes.DynamoNamespace}, flags["namespace"])
 	require.Equal(t, m.byKind["Deployment"].GetNamespace(), cfg.Dynamo.Discovery.Kubernetes.Namespace)
@@ -195,7 +226,7 @@ func TestBrokerRouterExample(t *testing.T) {
 
 	token := m.secretToken(t, path.Base(flag(t, flags, "token-file")))
 	require.NotEqual(t, tokenHash(token), e.TokenHash, "the placeholders must not pair up into a working credential")
-	cfg.Dynamo.EventBus.Brokers[0].TokenHash = tokenHash(token)
+	e.TokenHash = tokenHash(token)
 	errs, _ = cfg.Validate()
 	require.Empty(t, errs)
 }
@@ -216,7 +247,13 @@ func portOf(t *testing.T, hostPort string) string {
 // longer than the drain's bounded waits; non-root, read-only, no
 // escalation, no capabilities, and resource requests.
 func TestBrokerOverlayRenders(t *testing.T) {
-	m := renderBroker(t)
+	checkAgentRenders(t, renderBroker(t))
+}
+
+// checkAgentRenders holds what every agent's objects must be (see
+// TestBrokerOverlayRenders).
+func checkAgentRenders(t *testing.T, m brokerManifests) {
+	t.Helper()
 	ns := routerExample(t).Dynamo.Discovery.Kubernetes.Namespace
 	for _, u := range m.all {
 		require.Equal(t, ns, u.GetNamespace(), "%s %s sits in the fleet's namespace", u.GetKind(), u.GetName())
@@ -233,11 +270,12 @@ func TestBrokerOverlayRenders(t *testing.T) {
 	require.Equal(t, sa.GetName(), pod.ServiceAccountName)
 	require.Equal(t, int32(1), *spec.Replicas)
 	require.Equal(t, appsv1.RecreateDeploymentStrategyType, spec.Strategy.Type)
+	require.Equal(t, map[string]string{routerLabel: m.agent.name}, spec.Selector.MatchLabels)
 
 	c := m.container()
 	flags := m.flags(t)
 	require.Equal(t, config.SourceKubernetes, flag(t, flags, "discovery"))
-	require.NotContains(t, flags, "kube-namespace", "the broker reads its own namespace, where its Role grants")
+	require.NotContains(t, flags, "kube-namespace", "the agent reads its own namespace, where its Role grants")
 	require.NotContains(t, flags, "token-env", "the token comes from the mounted Secret")
 	var podNamespace *corev1.EnvVar
 	for i := range c.Env {
@@ -258,7 +296,7 @@ func TestBrokerOverlayRenders(t *testing.T) {
 	caVol := m.mountOf(t, caFile)
 	require.NotNil(t, caVol.ConfigMap)
 	cm := m.byKind["ConfigMap"]
-	require.Equal(t, cm.GetName(), caVol.ConfigMap.Name, "the Deployment mounts the generated, hashed ConfigMap")
+	require.Equal(t, cm.GetName(), caVol.ConfigMap.Name, "the Deployment mounts its own generated, hashed ConfigMap")
 	_, found, _ := unstructured.NestedString(cm.Object, "data", path.Base(caFile))
 	require.True(t, found, "the ConfigMap holds %s", path.Base(caFile))
 
@@ -275,6 +313,7 @@ func TestBrokerOverlayRenders(t *testing.T) {
 
 	require.True(t, *pod.SecurityContext.RunAsNonRoot)
 	require.NotZero(t, *pod.SecurityContext.RunAsUser)
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
 	sc := c.SecurityContext
 	require.False(t, *sc.AllowPrivilegeEscalation)
 	require.True(t, *sc.ReadOnlyRootFilesystem)
@@ -285,16 +324,20 @@ func TestBrokerOverlayRenders(t *testing.T) {
 	require.False(t, c.Resources.Limits.Memory().IsZero())
 }
 
-// Every object the overlay renders, and the Secret template applied beside
-// it, passes a real API server's server-side apply as a dry run.
+// Every object the overlay renders (both agents'), and both Secret
+// templates applied beside them, pass a real API server's server-side
+// apply as a dry run.
 func TestBrokerOverlayApplyDryRun(t *testing.T) {
 	c := newCluster(t)
-	m := renderBroker(t)
-	ns := m.byKind["Deployment"].GetNamespace()
+	all := build(t, brokerOverlay)
+	ns := all[0].GetNamespace()
 	c.ensureNamespace(t, ns)
-	secret := m.secret.DeepCopy()
-	secret.SetNamespace(ns) // as `kubectl -n dynamo apply -f` sets it
-	for _, u := range append(m.all, secret) {
+	for _, a := range agents {
+		secret := renderAgent(t, a).secret.DeepCopy()
+		secret.SetNamespace(ns) // as `kubectl -n dynamo apply -f` sets it
+		all = append(all, secret)
+	}
+	for _, u := range all {
 		out := c.apply(t, u, true)
 		require.Equal(t, u.GetKind(), out.GetKind())
 		_, err := c.resource(t, u).Get(ctxFor(t), u.GetName(), metav1.GetOptions{})
@@ -308,14 +351,18 @@ func TestBrokerOverlayApplyDryRun(t *testing.T) {
 // Services, Secrets or ConfigMaps, no read in another namespace or
 // cluster-wide.
 func TestBrokerOverlayLeastPrivilege(t *testing.T) {
+	checkAgentLeastPrivilege(t, renderBroker(t))
+}
+
+func checkAgentLeastPrivilege(t *testing.T, m brokerManifests) {
+	t.Helper()
 	c := newCluster(t)
 	ns := kubetest.Namespace(t)
-	m := renderBroker(t)
 	from := m.byKind["Role"].GetNamespace()
 	user := serviceAccountUser(ns, m.byKind["ServiceAccount"].GetName())
 	check := func(namespace, verb string, a access, want bool) {
 		t.Helper()
-		require.Equal(t, want, c.allowed(t, ns, user, namespace, verb, a), "%s %s %s in %q", verb, a.resource, a.group, namespace)
+		require.Equal(t, want, c.allowed(t, ns, user, namespace, verb, a), "%s: %s %s %s in %q", m.agent.name, verb, a.resource, a.group, namespace)
 	}
 	for _, kind := range []string{"ServiceAccount", "Role"} {
 		c.apply(t, moveTo(m.byKind[kind], from, ns), false)
@@ -341,62 +388,29 @@ func TestBrokerOverlayLeastPrivilege(t *testing.T) {
 	}
 }
 
-// The real `switchyard broker`, run with the Deployment's own arguments
-// and environment (the volumes laid out as the kubelet mounts them, the
-// bus URL and metrics address pointed at this machine), authenticated to
-// the API server as the overlay's ServiceAccount with nothing but its
-// Role, against a router running the example configuration:
-//   - its discovery connects with the Role (/ready 200);
-//   - the example's placeholder hash refuses it (401 unauthenticated);
-//   - the Secret template's token, hashed as documented and reloaded into
-//     the router, is welcomed: the router counts a broker session covering
-//     the example's Dynamo namespace;
-//   - SIGTERM drains and exits 0 within terminationGracePeriodSeconds, and
-//     the router's session ends.
-func TestBrokerOverlayRunsBroker(t *testing.T) {
-	c := newCluster(t)
-	ns := kubetest.Namespace(t)
-	m := renderBroker(t)
-	from := m.byKind["Role"].GetNamespace()
-	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
-		c.apply(t, moveTo(m.byKind[kind], from, ns), false)
-	}
-	saUser := kubetest.User(t, serviceAccountUser(ns, m.byKind["ServiceAccount"].GetName()))
-	brokerKubeconfig := writeKubeconfig(t, saUser)
-	// The router watches the fleet from outside with its own identity.
-	t.Setenv("KUBECONFIG", kubetest.Kubeconfig(t))
+// agentRun is the real binary running one agent's Deployment.
+type agentRun struct {
+	cmd     *exec.Cmd
+	exited  chan error
+	logs    *bytes.Buffer
+	metrics string // base URL of its metrics listener
+}
 
-	bin := buildSwitchyard(t)
-	caPEM, certFile, keyFile := busCertificates(t)
+// startAgent runs the built binary with the agent's Deployment's own
+// arguments and environment: the volumes laid out under a temporary root
+// as the kubelet mounts them (the template's token, the CA bundle), the
+// bus URL and metrics address pointed at this machine, POD_NAMESPACE as
+// the downward API fills it, and the ServiceAccount's credentials through
+// KUBECONFIG (in a Pod, its mounted token).
+func startAgent(t *testing.T, bin string, m brokerManifests, busAddr, ns, kubeconfig string, caPEM []byte) *agentRun {
+	t.Helper()
 	flags := m.flags(t)
-	token := m.secretToken(t, path.Base(flag(t, flags, "token-file")))
-
-	// The router outside the cluster, on the example configuration.
-	busAddr := freeAddr(t)
-	routerCfg := func(hash string) *config.Config {
-		cfg := routerExample(t)
-		cfg.Server.BindAddress = "127.0.0.1:0"
-		cfg.Dynamo.Discovery.Kubernetes.Namespace = ns
-		cfg.Dynamo.EventBus.Listen = busAddr
-		cfg.Dynamo.EventBus.TLS.Cert, cfg.Dynamo.EventBus.TLS.Key = certFile, keyFile
-		if hash != "" {
-			cfg.Dynamo.EventBus.Brokers[0].TokenHash = hash
-		}
-		errs, _ := cfg.Validate()
-		require.Empty(t, errs)
-		return cfg
-	}
-	srv, err := server.New(routerCfg(""), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	defer srv.Close()
-	routerBase := "http://" + srv.Addr()
-
-	// The Pod's volumes as the kubelet lays them out, under root.
 	root := t.TempDir()
 	for _, vm := range m.container().VolumeMounts {
 		require.NoError(t, os.MkdirAll(filepath.Join(root, vm.MountPath), 0o755))
 	}
 	tokenFile, caFile := flag(t, flags, "token-file"), flag(t, flags, "ca-file")
+	token := m.secretToken(t, path.Base(tokenFile))
 	require.NoError(t, os.WriteFile(filepath.Join(root, tokenFile), []byte(token), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(root, caFile), caPEM, 0o644))
 
@@ -414,54 +428,128 @@ func TestBrokerOverlayRunsBroker(t *testing.T) {
 		}
 		args = append(args, a)
 	}
-	cmd := exec.Command(bin, args...)
-	// POD_NAMESPACE as the downward API fills it; the ServiceAccount's
-	// credentials through KUBECONFIG (in a Pod, its mounted token).
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns, "KUBECONFIG="+brokerKubeconfig)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
+	r := &agentRun{cmd: exec.Command(bin, args...), exited: make(chan error, 1), logs: &bytes.Buffer{}, metrics: "http://" + metricsAddr}
+	r.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+ns, "KUBECONFIG="+kubeconfig)
+	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
+	require.NoError(t, r.cmd.Start())
+	go func() { r.exited <- r.cmd.Wait() }()
+	t.Cleanup(func() {
 		select {
-		case <-exited:
+		case <-r.exited:
 		default:
-			_ = cmd.Process.Kill()
-			<-exited
+			_ = r.cmd.Process.Kill()
+			<-r.exited
 		}
 		if t.Failed() {
-			t.Logf("broker output:\n%s", logs.String())
+			t.Logf("%s output:\n%s", m.agent.command, r.logs.String())
 		}
-	}()
-	brokerBase := "http://" + metricsAddr
+	})
+	return r
+}
 
-	require.Eventually(t, func() bool { return statusOrZero(brokerBase+"/ready") == http.StatusOK },
+// terminate sends SIGTERM and wants a clean exit within the Deployment's
+// terminationGracePeriodSeconds, after a drain.
+func (r *agentRun) terminate(t *testing.T, m brokerManifests) {
+	t.Helper()
+	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
+	grace := time.Duration(*m.dep.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+	select {
+	case err := <-r.exited:
+		var exit *exec.ExitError
+		require.False(t, errors.As(err, &exit), "%s exits 0 after SIGTERM: %v", m.agent.command, err)
+		require.NoError(t, err)
+		r.exited <- err // for the cleanup
+	case <-time.After(grace):
+		t.Fatalf("%s outlived terminationGracePeriodSeconds (%s) after SIGTERM", m.agent.command, grace)
+	}
+	require.Contains(t, r.logs.String(), "event bus session draining")
+}
+
+// agentCluster creates the agent's ServiceAccount, Role and RoleBinding
+// for real in a fresh namespace and returns the namespace and a
+// kubeconfig authenticating as the ServiceAccount's user name, with
+// nothing but the Role. The router (outside the cluster) watches with its
+// own admin identity, through KUBECONFIG.
+func agentCluster(t *testing.T, m brokerManifests) (ns, kubeconfig string) {
+	t.Helper()
+	c := newCluster(t)
+	ns = kubetest.Namespace(t)
+	from := m.byKind["Role"].GetNamespace()
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+		c.apply(t, moveTo(m.byKind[kind], from, ns), false)
+	}
+	saUser := kubetest.User(t, serviceAccountUser(ns, m.byKind["ServiceAccount"].GetName()))
+	t.Setenv("KUBECONFIG", kubetest.Kubeconfig(t))
+	return ns, writeKubeconfig(t, saUser)
+}
+
+// exampleRouter starts a router on the example configuration, moved to
+// the test's namespace, bus address and certificate; routerCfg lets a test
+// set an entry's token hash and reload.
+func exampleRouter(t *testing.T, ns, busAddr, certFile, keyFile string) (*server.Server, func(map[string]string) *config.Config) {
+	t.Helper()
+	routerCfg := func(hashes map[string]string) *config.Config {
+		cfg := routerExample(t)
+		cfg.Server.BindAddress = "127.0.0.1:0"
+		cfg.Dynamo.Discovery.Kubernetes.Namespace = ns
+		cfg.Dynamo.EventBus.Listen = busAddr
+		cfg.Dynamo.EventBus.TLS.Cert, cfg.Dynamo.EventBus.TLS.Key = certFile, keyFile
+		for i, e := range cfg.Dynamo.EventBus.Brokers {
+			if h, ok := hashes[e.ID]; ok {
+				cfg.Dynamo.EventBus.Brokers[i].TokenHash = h
+			}
+		}
+		errs, _ := cfg.Validate()
+		require.Empty(t, errs)
+		return cfg
+	}
+	srv, err := server.New(routerCfg(nil), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	return srv, routerCfg
+}
+
+// The real `switchyard broker`, run with the Deployment's own arguments
+// and environment (the volumes laid out as the kubelet mounts them, the
+// bus URL and metrics address pointed at this machine), authenticated to
+// the API server as the overlay's ServiceAccount with nothing but its
+// Role, against a router running the example configuration:
+//   - its discovery connects with the Role (/ready 200);
+//   - the example's placeholder hash refuses it (401 unauthenticated);
+//   - the Secret template's token, hashed as documented and reloaded into
+//     the router, is welcomed: the router counts a broker session covering
+//     the example's Dynamo namespace;
+//   - SIGTERM drains and exits 0 within terminationGracePeriodSeconds, and
+//     the router's session ends.
+func TestBrokerOverlayRunsBroker(t *testing.T) {
+	m := renderBroker(t)
+	ns, kubeconfig := agentCluster(t, m)
+	bin := buildSwitchyard(t)
+	caPEM, certFile, keyFile := busCertificates(t)
+	flags := m.flags(t)
+	token := m.secretToken(t, path.Base(flag(t, flags, "token-file")))
+
+	busAddr := freeAddr(t)
+	srv, routerCfg := exampleRouter(t, ns, busAddr, certFile, keyFile)
+	routerBase := "http://" + srv.Addr()
+
+	run := startAgent(t, bin, m, busAddr, ns, kubeconfig, caPEM)
+	require.Eventually(t, func() bool { return statusOrZero(run.metrics+"/ready") == http.StatusOK },
 		30*time.Second, 50*time.Millisecond, "the broker's discovery never connected with the overlay's Role")
 	require.Eventually(t, func() bool {
 		return strings.Contains(bodyOrEmpty(routerBase+"/metrics"), "\nswitchyard_event_bus_refusals_total{code=\"unauthenticated\"} ")
 	}, 30*time.Second, 50*time.Millisecond, "the placeholder hash never refused the broker")
-	require.Contains(t, bodyOrEmpty(brokerBase+"/metrics"), "\nswitchyard_broker_connected 0\n")
+	require.Contains(t, bodyOrEmpty(run.metrics+"/metrics"), "\nswitchyard_broker_connected 0\n")
 
-	require.NoError(t, srv.Reload(routerCfg(tokenHash(token))))
+	require.NoError(t, srv.Reload(routerCfg(map[string]string{flag(t, flags, "client-id"): tokenHash(token)})))
 	nsLine := "\nswitchyard_dynamo_broker_namespace_sessions{namespace=\"" + flag(t, flags, "namespace") + "\"} 1\n"
 	require.Eventually(t, func() bool {
 		b := bodyOrEmpty(routerBase + "/metrics")
 		return strings.Contains(b, "\nswitchyard_event_bus_sessions{role=\"broker\"} 1\n") && strings.Contains(b, nsLine)
 	}, 45*time.Second, 50*time.Millisecond, "the router never welcomed the broker with the documented hash")
-	require.Contains(t, bodyOrEmpty(brokerBase+"/metrics"), "\nswitchyard_broker_connected 1\n")
+	require.Contains(t, bodyOrEmpty(run.metrics+"/metrics"), "\nswitchyard_broker_connected 1\n")
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	grace := time.Duration(*m.dep.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		require.False(t, errors.As(err, &exit), "the broker exits 0 after SIGTERM: %v", err)
-		require.NoError(t, err)
-	case <-time.After(grace):
-		t.Fatalf("the broker outlived terminationGracePeriodSeconds (%s) after SIGTERM", grace)
-	}
-	require.Contains(t, logs.String(), "event bus session draining")
+	run.terminate(t, m)
 	require.Eventually(t, func() bool {
 		return strings.Contains(bodyOrEmpty(routerBase+"/metrics"), "\nswitchyard_event_bus_sessions{role=\"broker\"} 0\n")
 	}, 10*time.Second, 50*time.Millisecond, "the router's broker session outlived the broker")
