@@ -52,11 +52,12 @@ type Coefficients struct {
 	// every sequence in a step, in nanoseconds. After the LM head vLLM
 	// turns each sequence's logits (one per vocabulary entry, gathered
 	// whole on every GPU of the TP group) into a token: conversion to
-	// 32-bit, temperature, top-k/top-p (a sort over the vocabulary) and
-	// the draw. That work runs after the forward pass and grows with the
-	// vocabulary, so a 152k-entry Qwen or a 202k-entry Llama 4 pays four
-	// to six times what a 32k-entry Llama 2 does per sequence, which a
-	// per-sequence overhead alone cannot express. 0 (absent) keeps
+	// 32-bit, temperature, top-k/top-p where asked for (a sort over the
+	// vocabulary in the plain PyTorch path) and the draw. That work runs
+	// after the forward pass and grows with the vocabulary, so a
+	// 152k-entry Qwen pays about five times what a 32k-entry Llama 2 does
+	// per sequence and a 202k-entry Llama 4 six, which a per-sequence
+	// overhead alone cannot express. 0 (absent) keeps
 	// profiles written before it pricing as they did.
 	SamplingNsPerLogit float64 `json:"sampling_ns_per_logit,omitempty"`
 }
