@@ -228,6 +228,31 @@ func TestEngineFitRestarts(t *testing.T) {
 	}
 }
 
+// TestEngineFitNamesTheSamplingTime: the sampler's time per logit is off in
+// the generic profile, fitted when --params names it, and printed.
+func TestEngineFitNamesTheSamplingTime(t *testing.T) {
+	root := t.TempDir()
+	writeDeploymentExperiment(t, root, "x-one", 1)
+	out := filepath.Join(t.TempDir(), "a.json")
+	stdout, _ := runSwitchyard(t, "engine", "fit", root, "--max-evals", "12", "--scale", "1", "--params", "sampling_ns_per_logit,request_ms",
+		"--date", "2000-01-02", "--parallel", "1", "--out", out)
+	p, err := perf.LoadProfile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perf.DefaultCoefficients.SamplingNsPerLogit != 0 {
+		t.Fatal("the generic profile prices sampling")
+	}
+	// The synthetic steps take 30 ms against the generic 0.5 ms: the fit
+	// raises the only step-time parameter it was given.
+	if p.Coefficients.SamplingNsPerLogit <= perf.GenericSamplingNsPerLogit {
+		t.Errorf("sampling_ns_per_logit = %v, want above the generic start %v", p.Coefficients.SamplingNsPerLogit, perf.GenericSamplingNsPerLogit)
+	}
+	if !strings.Contains(stdout, "| sampling_ns_per_logit |") {
+		t.Errorf("output lacks the sampling column:\n%s", stdout)
+	}
+}
+
 func loadAll(t *testing.T, root string) []*groundtruth.Experiment {
 	t.Helper()
 	dirs, err := groundtruth.Expand([]string{root})

@@ -140,10 +140,11 @@ var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth
 	"step_overhead_us", "seq_overhead_us", "allreduce_us", "request_ms"}
 
 // AllFitParams names every parameter Fit can adjust: FitParams, the ring
-// all-reduce's per-step latency and the PCIe collective latency, which
+// all-reduce's per-step latency, the PCIe collective latency and the
+// sampler's time per logit, which
 // are fitted only on request so that a fit of the earlier parameters
 // stays the same fit.
-var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us", "pcie_collective_us")
+var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us", "pcie_collective_us", "sampling_ns_per_logit")
 
 // DefaultFitParams are the parameters Fit adjusts unless told otherwise:
 // all but allreduce_us and allreduce_step_us. For one TP size the all-reduce latency is a fixed
@@ -175,6 +176,8 @@ func field(p *Profile, name string) (*float64, bool) {
 		return &c.AllReduceStepUs, false
 	case "pcie_collective_us":
 		return &c.PCIeCollectiveUs, false
+	case "sampling_ns_per_logit":
+		return &c.SamplingNsPerLogit, false
 	case "request_ms":
 		return &p.Overheads.RequestMs, false
 	}
@@ -223,6 +226,11 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	// so it starts from the generic value.
 	if slices.Contains(params, "pcie_collective_us") && start.Coefficients.PCIeCollectiveUs == 0 {
 		start.Coefficients.PCIeCollectiveUs = DefaultCoefficients.PCIeCollectiveUs
+	}
+	// The same for the sampler's time per logit: a profile without it
+	// prices no sampling, and the search starts from the generic value.
+	if slices.Contains(params, "sampling_ns_per_logit") && start.Coefficients.SamplingNsPerLogit == 0 {
+		start.Coefficients.SamplingNsPerLogit = GenericSamplingNsPerLogit
 	}
 	x0 := make([]float64, len(params))
 	step := make([]float64, len(params))

@@ -140,6 +140,59 @@ func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
 	}
 }
 
+// TestFitRecoversTheSamplingTime: the sampler's time per logit is fitted
+// from zero only when named, starting at the generic value, and recovered
+// from steps whose sequence counts and vocabularies differ.
+func TestFitRecoversTheSamplingTime(t *testing.T) {
+	truth := testProfile()
+	truth.Coefficients.SamplingNsPerLogit = 0.3
+	big := truth
+	big.Model.VocabSize = 250_000
+	steps := []engine.Step{decode(100), decode(100, 200, 300, 400), decode(make([]int, 64)...)}
+	var want []float64
+	for _, p := range []Profile{truth, big} {
+		for _, s := range steps {
+			want = append(want, p.Timing().StepTime(s).Seconds())
+		}
+	}
+	start := truth
+	start.Coefficients.SamplingNsPerLogit = 0
+	first := -1.0
+	loss := func(p Profile) (float64, error) {
+		if first < 0 {
+			first = p.Coefficients.SamplingNsPerLogit
+		}
+		var sum float64
+		q := p
+		q.Model.VocabSize = big.Model.VocabSize
+		for i, pp := range []Profile{p, q} {
+			for j, s := range steps {
+				e := pp.Timing().StepTime(s).Seconds()/want[i*len(steps)+j] - 1
+				sum += e * e
+			}
+		}
+		return sum, nil
+	}
+	got, err := Fit(start, loss, FitOptions{Params: []string{"sampling_ns_per_logit"}, MaxEvals: 200, Tol: 1e-12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != GenericSamplingNsPerLogit {
+		t.Errorf("the search started at %v ns, want the generic %v", first, GenericSamplingNsPerLogit)
+	}
+	if v := got.Coefficients.SamplingNsPerLogit; math.Abs(v/0.3-1) > 0.01 {
+		t.Errorf("sampling_ns_per_logit = %v, want 0.3", v)
+	}
+	// Not named: not touched.
+	other, err := Fit(start, loss, FitOptions{Params: []string{"seq_overhead_us"}, MaxEvals: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Coefficients.SamplingNsPerLogit != 0 {
+		t.Errorf("a fit that does not name it set sampling_ns_per_logit to %v", other.Coefficients.SamplingNsPerLogit)
+	}
+}
+
 // rastrigin has a local minimum near every integer point, where a downhill
 // simplex stalls: a test objective on which restarts can matter.
 func rastrigin(x []float64) float64 {

@@ -134,6 +134,67 @@ func TestUnsetKVBandwidthShareIsTheWeights(t *testing.T) {
 		(7.5904e9*2+6103*131072)/1.4e12+300e-6+3*20e-6)
 }
 
+// TestSamplingGrowsWithVocabularyAndSequences: the sampler's time is paid
+// once per sequence in the step, in proportion to the vocabulary, on top of
+// the roofline (it runs after the forward pass), and it is not split over
+// a TP group.
+func TestSamplingGrowsWithVocabularyAndSequences(t *testing.T) {
+	c := unit
+	c.SamplingNsPerLogit = 0.25
+	m := denseModel()
+	s := decode(100, 100, 100)
+	with := newRoofline(m, testGPU(), 1, 1, c).StepTime(s)
+	without := newRoofline(m, testGPU(), 1, 1, unit).StepTime(s)
+	// 3 sequences × 100,000 logits × 0.25 ns.
+	near(t, "sampling of 3 sequences", with-without, 3*100_000*0.25e-9)
+	// Four times the vocabulary, four times the sampling; the weights read
+	// (the LM head is in the dense weights) move too, so compare the
+	// differences.
+	big := m
+	big.VocabSize *= 4
+	bigWith := newRoofline(big, testGPU(), 1, 1, c).StepTime(s)
+	bigWithout := newRoofline(big, testGPU(), 1, 1, unit).StepTime(s)
+	near(t, "sampling over 400k logits", bigWith-bigWithout, 3*400_000*0.25e-9)
+	// A prefill chunk is a sequence of the step too.
+	mixed := s
+	mixed.Prefill = []engine.Chunk{{NewTokens: 16}}
+	mixed.PrefillTokens = 16
+	d := newRoofline(m, testGPU(), 1, 1, c).StepTime(mixed) - newRoofline(m, testGPU(), 1, 1, unit).StepTime(mixed)
+	near(t, "sampling of 3 decodes and a chunk", d, 4*100_000*0.25e-9)
+	// TP2 halves the weights and adds all-reduces, but not the sampler.
+	d = newRoofline(m, testGPU(), 2, 1, c).StepTime(s) - newRoofline(m, testGPU(), 2, 1, unit).StepTime(s)
+	near(t, "sampling at TP2", d, 3*100_000*0.25e-9)
+}
+
+// TestProfileWithoutSamplingPricesAsBefore: a profile that does not name
+// the sampler's time writes no such field and prices no sampling.
+func TestProfileWithoutSamplingPricesAsBefore(t *testing.T) {
+	p := testProfile()
+	data, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "sampling_ns_per_logit") {
+		t.Fatalf("an unset sampling time is written out:\n%s", data)
+	}
+	back, err := ParseProfile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := back.Coefficients
+	s := decode(100, 2000)
+	want := (7.5904e9*2+2102*131072)/(2e12*c.BandwidthEfficiency) + c.StepOverheadUs*1e-6 + 2*c.SeqOverheadUs*1e-6
+	near(t, "decode without sampling", back.Timing().StepTime(s), want)
+	p.Coefficients.SamplingNsPerLogit = 0.2
+	if data, err = p.Marshal(); err != nil || !strings.Contains(string(data), `"sampling_ns_per_logit": 0.2`) {
+		t.Fatalf("a set sampling time is not written out (%v):\n%s", err, data)
+	}
+	if back, err = ParseProfile(data); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "decode with sampling", back.Timing().StepTime(s), want+2*100_000*0.2e-9)
+}
+
 func TestTensorParallelSplitsWorkAndAddsAllReduces(t *testing.T) {
 	c := unit
 	c.AllReduceUs = 5
@@ -389,6 +450,7 @@ func TestProfileRoundTripAndErrors(t *testing.T) {
 		{"negative overhead", `"request_ms": 0`, `"request_ms": -1`},
 		{"negative ring step", `"allreduce_us": 10`, `"allreduce_us": 10, "allreduce_step_us": -1`},
 		{"negative PCIe latency", `"pcie_collective_us": 50`, `"pcie_collective_us": -1`},
+		{"negative sampling time", `"pcie_collective_us": 50`, `"pcie_collective_us": 50, "sampling_ns_per_logit": -1`},
 		{"trailing data", "}\n", "} {}\n"},
 	}
 	for _, b := range bad {

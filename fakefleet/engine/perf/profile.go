@@ -193,7 +193,8 @@ func (p Profile) Validate() error {
 		v    float64
 	}{{"coefficients.step_overhead_us", c.StepOverheadUs}, {"coefficients.seq_overhead_us", c.SeqOverheadUs},
 		{"coefficients.allreduce_us", c.AllReduceUs}, {"coefficients.allreduce_step_us", c.AllReduceStepUs},
-		{"coefficients.pcie_collective_us", c.PCIeCollectiveUs}, {"overheads.request_ms", p.Overheads.RequestMs},
+		{"coefficients.pcie_collective_us", c.PCIeCollectiveUs}, {"coefficients.sampling_ns_per_logit", c.SamplingNsPerLogit},
+		{"overheads.request_ms", p.Overheads.RequestMs},
 		{"engine.reserved_gib", p.Engine.ReservedGiB}} {
 		if f.v < 0 || math.IsNaN(f.v) || f.v > 1e7 {
 			return wrap(fmt.Errorf("%s: %v is not a non-negative time", f.name, f.v))

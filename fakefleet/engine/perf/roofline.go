@@ -48,6 +48,18 @@ type Coefficients struct {
 	// it pricing as they did: PCIe all-reduces at AllReduceUs and
 	// expert-parallel all-to-alls not priced.
 	PCIeCollectiveUs float64 `json:"pcie_collective_us,omitempty"`
+	// SamplingNsPerLogit is the sampler's time per vocabulary entry of
+	// every sequence in a step, in nanoseconds. After the LM head vLLM
+	// turns each sequence's logits (one per vocabulary entry, gathered
+	// whole on every GPU of the TP group) into a token: conversion to
+	// 32-bit, temperature, top-k/top-p where asked for (a sort over the
+	// vocabulary in the plain PyTorch path) and the draw. That work runs
+	// after the forward pass and grows with the vocabulary, so a
+	// 152k-entry Qwen pays about five times what a 32k-entry Llama 2 does
+	// per sequence and a 202k-entry Llama 4 six, which a per-sequence
+	// overhead alone cannot express. 0 (absent) keeps
+	// profiles written before it pricing as they did.
+	SamplingNsPerLogit float64 `json:"sampling_ns_per_logit,omitempty"`
 }
 
 // allReduceLatency is the latency of one all-reduce over tp GPUs in
@@ -64,6 +76,12 @@ var DefaultCoefficients = Coefficients{
 	KVBandwidthEfficiency: 0.8, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
 	PCIeCollectiveUs: 50,
 }
+
+// GenericSamplingNsPerLogit is where a fit of sampling_ns_per_logit starts
+// when the profile leaves it unset. It is not in DefaultCoefficients, so
+// the generic profile and fits that do not name it price as they did
+// before the term existed.
+const GenericSamplingNsPerLogit = 0.1
 
 // kvBandwidthEfficiency is KVBandwidthEfficiency, or BandwidthEfficiency
 // where it is unset.
@@ -96,7 +114,8 @@ type Roofline struct {
 	allToAllFixed          float64 // seconds per all-to-all
 	allToAllBytesPerTok    float64 // seconds per step token per all-to-all
 	stepOverhead           float64 // seconds
-	seqOverhead            float64 // seconds
+	seqOverhead            float64 // seconds, plus samplingPerSeq
+	samplingPerSeq         float64 // seconds: the sampler over one sequence's logits
 }
 
 func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
@@ -116,6 +135,7 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 		denseBytesPerGPU: (m.ParamsTotal - m.embeddingParams() - m.routedExpertParams()) * m.WeightBytesPerParam / group,
 		stepOverhead:     c.StepOverheadUs * 1e-6,
 		seqOverhead:      c.SeqOverheadUs * 1e-6,
+		samplingPerSeq:   c.SamplingNsPerLogit * 1e-9 * float64(m.VocabSize),
 	}
 	if m.MoE != nil {
 		r.expertBytesPerGPU = float64(m.moeLayers()) * m.expertParams() * m.WeightBytesPerParam / (group * float64(ep))
@@ -173,7 +193,7 @@ func (r *Roofline) StepTime(s engine.Step) time.Duration {
 	compute := (2*r.bodyActiveParams*t+2*r.lmHeadParams*seqs)/r.linearFlops + r.attnFlopsPerPair*pairs/r.attnFlops
 	memory := r.weightBytes(t)/r.memBandwidth + kvTokens*r.kvBytesPerTokenPerGPU/r.kvBandwidth
 	comm := r.allReduces*(r.allReduceFixed+r.allReduceBytesPerTok*t) + r.allToAlls*(r.allToAllFixed+r.allToAllBytesPerTok*t)
-	sec := max(compute, memory) + comm + r.stepOverhead + r.seqOverhead*seqs
+	sec := max(compute, memory) + comm + r.stepOverhead + (r.seqOverhead+r.samplingPerSeq)*seqs
 	// A profile's numbers are user input: never let them overflow.
 	if !(sec < maxStepSeconds) {
 		sec = maxStepSeconds
