@@ -5,19 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -26,10 +19,7 @@ import (
 	"switchyard/router/bus/wire"
 	"switchyard/router/clock"
 	"switchyard/router/config"
-	"switchyard/router/discovery"
-	"switchyard/router/discoverysource"
 	"switchyard/router/eventplane"
-	"switchyard/router/metrics"
 )
 
 func init() { register(newKVListenerCmd) }
@@ -61,15 +51,9 @@ subscribes to as SSE from the last event id the router applied (a reset when
 those events are gone). SIGTERM drains. Metrics, /health and /ready are served
 on --metrics-listen.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := logs.loggerTo(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-			defer stop()
+		RunE: runAgent(&logs, func(ctx context.Context, cmd *cobra.Command, log *slog.Logger) error {
 			return runKVListener(ctx, cmd, log, f)
-		},
+		}),
 	}
 	f.bind(cmd.Flags())
 	logs.add(cmd)
@@ -81,15 +65,7 @@ func (f *kvListenerFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&f.busURL, "bus-url", "", "the router's event-bus listener, https://host:port (required)")
 	fl.StringVar(&f.clientID, "client-id", "", "this listener's brokers[].id at the router (required)")
 	fl.StringArrayVar(&f.backends, "backend", nil, "NAME=NAMESPACE: a backend announced and the Dynamo namespace of its workers (repeatable, required)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (re-read at every reconnect)")
-	fl.StringVar(&f.tokenEnv, "token-env", DefaultBrokerTokenEnv, "variable holding the bearer token when no --token-file is given")
-	fl.StringVar(&f.caFile, "ca-file", "", "PEM bundle verifying the router's certificate (default: the system roots)")
-	fl.StringVar(&f.certFile, "cert-file", "", "client certificate (PEM) whose DNS SAN is the client id")
-	fl.StringVar(&f.keyFile, "key-file", "", "the client certificate's key (PEM)")
-	fl.StringVar(&f.serverName, "server-name", "", "name to verify the router's certificate against (default: the bus URL's host)")
-	fl.StringVar(&f.source, "discovery", "", "discovery source: etcd or kubernetes (default: kubernetes when DYN_DISCOVERY_BACKEND=kubernetes, else etcd)")
-	fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd endpoints (default: ETCD_ENDPOINTS, else localhost:2379)")
-	fl.StringVar(&f.kubeNamespace, "kube-namespace", "", "Kubernetes namespace of the DynamoWorkerMetadata (default: POD_NAMESPACE, else default)")
+	f.bindConnection(fl)
 	fl.StringSliceVar(&f.directAllowCIDRs, "direct-allow-cidrs", nil, "CIDRs the workers' publishers may be dialed in (default: any)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", ":9467", "address of /metrics, /health and /ready (empty: none)")
 	fl.IntVar(&f.maxStreams, "max-streams", broker.DefaultMaxStreams, "most data streams held at once")
@@ -193,10 +169,7 @@ func runKVListener(ctx context.Context, cmd *cobra.Command, log *slog.Logger, f 
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	dmet := metrics.NewDiscovery()
-	reg.MustRegister(dmet.Collectors()...)
+	reg, dmet := agentRegistry()
 	amet := broker.NewMetricsFor("kv_listener")
 	reg.MustRegister(amet.Collectors()...)
 	lmet := kvlistener.NewMetrics()
@@ -216,9 +189,8 @@ func runKVListener(ctx context.Context, cmd *cobra.Command, log *slog.Logger, f 
 		return err
 	}
 
-	view := fleetView{discovery.NewFollower(discovery.NewReducer(log.With("component", "discovery"), dmet.CountDiscovery), discovery.NewRegistry())}
-	sup := discoverysource.New(view, clk, log, &dmet, discoverysource.Sources(clk, log))
-	sup.Apply(cfg)
+	view := newFleetView(log, &dmet)
+	sup := followDiscovery(view, clk, log, &dmet, cfg)
 	defer sup.Stop()
 	subs := l.Subscriptions(clk, log.With("component", "kv"), &eventplane.Dialer{Allow: allow})
 	followCtx, stopFollow := context.WithCancel(context.Background())
@@ -226,26 +198,11 @@ func runKVListener(ctx context.Context, cmd *cobra.Command, log *slog.Logger, f 
 	go func() { defer close(followDone); l.Follow(followCtx, view.f.Registry, subs) }()
 	defer func() { stopFollow(); <-followDone }()
 
-	if f.metricsListen != "" {
-		ln, err := net.Listen("tcp", f.metricsListen)
-		if err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-		mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
-			if !sup.Connected() {
-				http.Error(w, "discovery not connected", http.StatusServiceUnavailable)
-				return
-			}
-			w.Write([]byte("ok\n"))
-		})
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(ln)
-		defer hs.Close()
-		fmt.Fprintf(cmd.OutOrStdout(), "kv-listener: metrics on http://%s\n", ln.Addr())
+	stopMetrics, err := serveAgentMetrics(cmd, "kv-listener", f.metricsListen, reg, sup)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	log.Info("kv-listener starting", "bus_url", f.busURL, "client_id", f.clientID, "backends", f.backends,
 		"discovery", cfg.Dynamo.Discovery.Source, "ring_events", f.ringEvents, "ring_bytes", f.ringBytes)
 	err = agent.Run(ctx)

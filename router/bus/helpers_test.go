@@ -3,16 +3,10 @@ package bus
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"testing"
@@ -20,14 +14,14 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"switchyard/internal/testpki"
 	"switchyard/router/bus/wire"
 	"switchyard/router/config"
 )
 
 // pki is a test CA with the listener's certificate.
 type pki struct {
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
+	ca     *testpki.CA
 	caPEM  []byte
 	server tls.Certificate
 	roots  *x509.CertPool
@@ -35,48 +29,12 @@ type pki struct {
 
 func newPKI(t *testing.T) *pki {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bus test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	p := &pki{caCert: ca, caKey: key, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), roots: x509.NewCertPool()}
-	p.roots.AddCert(ca)
-	p.server = p.leaf(t, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, x509.ExtKeyUsageServerAuth)
-	return p
-}
-
-func (p *pki) leaf(t *testing.T, dns []string, ips []net.IP, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: "bus test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: dns, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	ca := testpki.New(t, "bus test CA")
+	return &pki{ca: ca, caPEM: ca.PEM(), server: ca.Server(t), roots: ca.Pool}
 }
 
 func (p *pki) clientCert(t *testing.T, names ...string) tls.Certificate {
-	return p.leaf(t, names, nil, x509.ExtKeyUsageClientAuth)
+	return p.ca.Client(t, names...)
 }
 
 func brokerEntry(id, token string, namespaces ...string) config.BusClient {

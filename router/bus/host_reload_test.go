@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/testpki"
 	"switchyard/router/config"
 )
 
@@ -13,7 +14,7 @@ import (
 // waiters on Changed, and enabling again starts a new one.
 func TestHostRebindRetriesAndToggles(t *testing.T) {
 	p := newPKI(t)
-	cert, key := writePEM(t, t.TempDir(), p)
+	cert, key := testpki.WriteKeyPair(t, p.server)
 	c := config.EventBus{
 		Enabled: true, Listen: "127.0.0.1:0", TLS: config.BusTLS{Cert: cert, Key: key},
 		Brokers:     []config.BusClient{brokerEntry("broker-a", "tok-a", "dynamo")},

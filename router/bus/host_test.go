@@ -2,35 +2,18 @@ package bus
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"encoding/pem"
-
-	"crypto/x509"
-
+	"switchyard/internal/testpki"
 	"switchyard/router/config"
 )
-
-func writePEM(t *testing.T, dir string, p *pki) (cert, key string) {
-	t.Helper()
-	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	kd, err := x509.MarshalPKCS8PrivateKey(p.server.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.server.Certificate[0]}), 0o600)
-	os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}), 0o600)
-	return cert, key
-}
 
 // A port in use at start-up: the host retries and starts once it is free;
 // a reload of brokers reaches the running listener.
 func TestHostRetriesStartAndReloads(t *testing.T) {
 	p := newPKI(t)
-	cert, key := writePEM(t, t.TempDir(), p)
+	cert, key := testpki.WriteKeyPair(t, p.server)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

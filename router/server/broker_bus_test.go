@@ -2,21 +2,11 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,36 +20,12 @@ import (
 	"switchyard/router/discovery"
 )
 
-// selfSignedFiles writes a self-signed certificate for 127.0.0.1 and its
-// key; the certificate is its own CA.
-func selfSignedFiles(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "router"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	cert, _ := x509.ParseCertificate(der)
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return certFile, keyFile, roots
-}
-
 // A router started with the event bus on and the broker transport opens
 // its subscriptions through the bus it started: an agent that connects
 // covers the namespace and the kv_metrics subscription connects through
 // it (the event plane must be given the bus, not the nil before it).
 func TestBrokerTransportSubscribesThroughItsOwnBus(t *testing.T) {
-	certFile, keyFile, roots := selfSignedFiles(t)
+	certFile, keyFile, roots := busCerts(t)
 	const token = "broker-token"
 	sum := sha256.Sum256([]byte(token))
 	c := embeddedConfig("tok")

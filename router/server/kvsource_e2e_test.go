@@ -2,23 +2,15 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,30 +34,6 @@ import (
 	"switchyard/router/kv"
 	"switchyard/router/kvsource"
 )
-
-// busTLS writes a self-signed certificate for 127.0.0.1 and returns its
-// file paths and a pool trusting it.
-func busTLS(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "event bus"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	kb, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
-	cert, _ := x509.ParseCertificate(der)
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return certFile, keyFile, roots
-}
 
 // kvListenerProc is an in-process switchyard kv-listener: its replay
 // rings, its kv-events subscriptions to the workers, and its event-bus
@@ -173,7 +141,7 @@ func TestKVSourceThroughKVListenerEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	log := slog.New(slog.DiscardHandler)
 	cfg := kvFleetConfig(t, fe.Addr())
-	certFile, keyFile, roots := busTLS(t)
+	certFile, keyFile, roots := busCerts(t)
 	sum := sha256.Sum256([]byte("listener-token"))
 	cfg.Dynamo.EventBus.Enabled = true
 	cfg.Dynamo.EventBus.Listen = freeAddr(t)

@@ -2,16 +2,11 @@ package broker
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"log/slog"
-	"math/big"
 	"net"
 	"strconv"
 	"testing"
@@ -20,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"switchyard/internal/syncbuf"
+	"switchyard/internal/testpki"
 	"switchyard/router/bus"
 	"switchyard/router/config"
 	"switchyard/router/discovery"
@@ -31,7 +27,8 @@ const (
 	testToken  = "broker-a-token"
 )
 
-// testPKI is a CA and the listener's certificate for 127.0.0.1.
+// testPKI is a CA and the listener's certificate for 127.0.0.1 and
+// localhost.
 type testPKI struct {
 	server tls.Certificate
 	roots  *x509.CertPool
@@ -39,33 +36,8 @@ type testPKI struct {
 
 func newPKI(t *testing.T) *testPKI {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "broker test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "router"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &testPKI{server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, roots: x509.NewCertPool()}
-	p.roots.AddCert(ca)
-	return p
+	ca := testpki.New(t, "broker test CA")
+	return &testPKI{server: ca.Server(t), roots: ca.Pool}
 }
 
 func tokenHash(tok string) string {

@@ -2,17 +2,12 @@ package broker_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/hex"
 	"log/slog"
-	"math/big"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +15,7 @@ import (
 	"time"
 
 	"switchyard/fakefleet/wire"
+	"switchyard/internal/testpki"
 	"switchyard/router/bus"
 	"switchyard/router/bus/broker"
 	"switchyard/router/clock"
@@ -46,37 +42,8 @@ type relayPKI struct {
 
 func newRelayPKI(tb testing.TB) relayPKI {
 	tb.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay bench CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	return relayPKI{server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, roots: roots, caDER: caDER}
+	ca := testpki.New(tb, "relay bench CA")
+	return relayPKI{server: ca.Server(tb), roots: ca.Pool, caDER: ca.DER}
 }
 
 func sha256Hex(token string) string {
