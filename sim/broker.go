@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard/router/bus/wire"
 	"switchyard/router/discovery"
 	"switchyard/router/events"
 )
@@ -59,31 +58,6 @@ const (
 type Broker struct {
 	ID         string   `yaml:"id"`
 	Namespaces []string `yaml:"namespaces"`
-}
-
-// Rendezvous is the placement weight of clientID for a target (namespace,
-// host, port, topic): the first 8 bytes, big-endian, of
-// SHA-256(u32(len key) ‖ key ‖ client_id), where key is each string as a
-// 2-byte big-endian length and its bytes, the port as 2 bytes. It is
-// router/bus.Rendezvous, which the simulator does not import (that package
-// is the listener); a test keeps the two equal.
-func Rendezvous(namespace, host string, port uint16, topic, clientID string) uint64 {
-	key := make([]byte, 0, 8+len(namespace)+len(host)+len(topic))
-	for _, s := range []string{namespace, host} {
-		key = binary.BigEndian.AppendUint16(key, uint16(len(s)))
-		key = append(key, s...)
-	}
-	key = binary.BigEndian.AppendUint16(key, port)
-	key = binary.BigEndian.AppendUint16(key, uint16(len(topic)))
-	key = append(key, topic...)
-	h := sha256.New()
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(key)))
-	h.Write(n[:])
-	h.Write(key)
-	h.Write([]byte(clientID))
-	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
 }
 
 // brokerSession is one broker's state in a run.
@@ -221,7 +195,7 @@ func (r *Run) place(p *publisher, f family) *brokerSession {
 		if !b.covers(r.sc.Namespace) {
 			continue
 		}
-		wt := Rendezvous(r.sc.Namespace, host, port, f.topic(), b.id)
+		wt := wire.Rendezvous(r.sc.Namespace, host, port, f.topic(), b.id)
 		if best == nil || wt > bestW || wt == bestW && b.id < best.id {
 			best, bestW = b, wt
 		}

@@ -2,8 +2,6 @@ package bus
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"net"
 	"slices"
 	"strings"
@@ -13,34 +11,14 @@ import (
 	"switchyard/router/eventplane"
 )
 
-// RendezvousKey encodes a target for placement: namespace, host, port and
-// topic, each string as a 2-byte big-endian length and its bytes, the port
-// as 2 bytes big-endian:
-//
-//	u16(len ns) ns ‖ u16(len host) host ‖ u16(port) ‖ u16(len topic) topic
+// RendezvousKey is wire.RendezvousKey of a target.
 func RendezvousKey(t eventplane.BusTarget) []byte {
-	k := make([]byte, 0, 8+len(t.Namespace)+len(t.Host)+len(t.Topic))
-	for _, s := range []string{t.Namespace, t.Host} {
-		k = binary.BigEndian.AppendUint16(k, uint16(len(s)))
-		k = append(k, s...)
-	}
-	k = binary.BigEndian.AppendUint16(k, t.Port)
-	k = binary.BigEndian.AppendUint16(k, uint16(len(t.Topic)))
-	return append(k, t.Topic...)
+	return wire.RendezvousKey(t.Namespace, t.Host, t.Port, t.Topic)
 }
 
-// Rendezvous is the weight of clientID for target t: the first 8 bytes,
-// big-endian, of SHA-256(u32(len(key)) ‖ key ‖ client_id).
+// Rendezvous is wire.Rendezvous of a target.
 func Rendezvous(t eventplane.BusTarget, clientID string) uint64 {
-	key := RendezvousKey(t)
-	h := sha256.New()
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(key)))
-	h.Write(n[:])
-	h.Write(key)
-	h.Write([]byte(clientID))
-	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+	return wire.Rendezvous(t.Namespace, t.Host, t.Port, t.Topic, clientID)
 }
 
 func (l *Listener) coversLocked(s *session, ns string) bool {

@@ -7,6 +7,8 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -370,4 +372,35 @@ func NewErrorBody(code, message string) []byte {
 	e.Error.Code, e.Error.Message = code, message
 	b, _ := json.Marshal(&e)
 	return b
+}
+
+// RendezvousKey encodes a target for placement: namespace, host, port and
+// topic, each string as a 2-byte big-endian length and its bytes, the port
+// as 2 bytes big-endian:
+//
+//	u16(len ns) ns ‖ u16(len host) host ‖ u16(port) ‖ u16(len topic) topic
+func RendezvousKey(namespace, host string, port uint16, topic string) []byte {
+	k := make([]byte, 0, 8+len(namespace)+len(host)+len(topic))
+	for _, s := range []string{namespace, host} {
+		k = binary.BigEndian.AppendUint16(k, uint16(len(s)))
+		k = append(k, s...)
+	}
+	k = binary.BigEndian.AppendUint16(k, port)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(topic)))
+	return append(k, topic...)
+}
+
+// Rendezvous is the placement weight of clientID for a target: the first 8
+// bytes, big-endian, of SHA-256(u32(len(key)) ‖ key ‖ client_id). The
+// listener and the simulator both place by it.
+func Rendezvous(namespace, host string, port uint16, topic, clientID string) uint64 {
+	key := RendezvousKey(namespace, host, port, topic)
+	h := sha256.New()
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(key)))
+	h.Write(n[:])
+	h.Write(key)
+	h.Write([]byte(clientID))
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
 }
