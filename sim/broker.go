@@ -21,7 +21,7 @@ import (
 //
 //   - a subscription is placed on the live, non-draining broker session
 //     covering its namespace that ranks highest by rendezvous hashing
-//     (Rendezvous, the placement router/bus computes);
+//     (wire.Rendezvous, the listener's own placement);
 //   - with no covering session it is pending; when one appears it waits a
 //     further uniform draw in [0, PendingWakeJitter] (from a seeded stream
 //     of its own) before it opens;
