@@ -52,6 +52,15 @@ type LineChart struct {
 	// XFromData starts a linear X axis near the smallest value instead of at 0.
 	XFromData     bool
 	Width, Height int // 0 = defaults
+	// Markers are vertical lines at X values (a fault timeline), drawn
+	// over the plot with their labels.
+	Markers []Marker
+}
+
+// Marker is a labelled instant on a line chart's X axis.
+type Marker struct {
+	X     float64
+	Label string
 }
 
 // esc escapes text for HTML and XML alike (only &lt; &gt; &amp; &#39; &#34; are produced).
@@ -391,7 +400,23 @@ func (c LineChart) SVG() string {
 		fmt.Fprintf(&b, `<polyline class="series" data-series="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s points="%s"><title>%s</title></polyline>`,
 			esc(l.Name), esc(l.Color), dash, strings.TrimSpace(pts.String()), esc(l.Name))
 	}
-	b.WriteString(`</g></svg>`)
+	b.WriteString(`</g>`)
+	if len(c.Markers) > 0 && !logX {
+		b.WriteString(`<g class="markers">`)
+		for i, m := range c.Markers {
+			if !finite(m.X) || m.X < xlo || m.X > xhi {
+				continue
+			}
+			x := sx(m.X)
+			// Labels step down so neighbouring faults stay legible.
+			ty := plotT + 12 + float64(i%4)*13
+			fmt.Fprintf(&b, `<line class="marker" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#b91c1c" stroke-width="1.5" stroke-dasharray="4 3"><title>%s</title></line>`,
+				num(x), num(plotT), num(x), num(plotB), esc(m.Label))
+			fmt.Fprintf(&b, `<text class="marker" x="%s" y="%s" fill="#b91c1c" font-size="11">%s</text>`, num(x+3), num(ty), esc(m.Label))
+		}
+		b.WriteString(`</g>`)
+	}
+	b.WriteString(`</svg>`)
 	return b.String()
 }
 

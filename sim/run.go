@@ -167,6 +167,16 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 // replay draws the same numbers.
 func PickerSeed(seed uint64) uint64 { return seed ^ 0x7069636b }
 
+// WorkerIDs are the fleet's instance ids in declaration order (groups
+// expanded), the order faults and expectations index workers by.
+func (r *Run) WorkerIDs() []uint64 {
+	ids := make([]uint64, len(r.workers))
+	for i, w := range r.workers {
+		ids[i] = w.id
+	}
+	return ids
+}
+
 // Core is the run's routing core.
 func (r *Run) Core() *core.Core { return r.core }
 

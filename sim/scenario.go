@@ -16,6 +16,7 @@ import (
 
 	"switchyard/fakefleet/engine"
 	"switchyard/internal/traces"
+	"switchyard/scenario/expect"
 	"switchyard/router/picker"
 	"switchyard/sim/workload"
 )
@@ -24,6 +25,9 @@ import (
 // router, a workload, faults, and the picker. It is read from YAML
 // (docs/simulation.md) with unknown fields refused.
 type Scenario struct {
+	// Version is the scenario format's version: left out or 1
+	// (FormatVersion); a file written for a newer format is refused.
+	Version   int           `yaml:"version,omitempty"`
 	Name      string        `yaml:"name"`
 	Seed      uint64        `yaml:"seed"`
 	Namespace string        `yaml:"namespace"`
@@ -47,6 +51,9 @@ type Scenario struct {
 	// Warmup delays the workload's first arrival, so the router has
 	// discovered the fleet before traffic starts (default 100ms).
 	Warmup Duration `yaml:"warmup"`
+	// Expect is what `switchyard scenario run` checks the run against;
+	// the simulator itself ignores it.
+	Expect []expect.Expectation `yaml:"expect,omitempty"`
 
 	// dir resolves relative paths (a trace) against the scenario file
 	// before the trace directory (tracePath).
@@ -387,6 +394,9 @@ func (d *Duration) Set(s string) error {
 // MarshalYAML writes the duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
+// FormatVersion is the scenario format this build reads and writes.
+const FormatVersion = 1
+
 // MaxWorkers bounds a scenario's fleet.
 const MaxWorkers = 4096
 
@@ -676,6 +686,10 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 		bad("slo, until and router.max_staleness must be >= 0")
 	}
 	errs = append(errs, sc.Router.validateReplicas()...)
+	if sc.Version < 0 || sc.Version > FormatVersion {
+		bad("version: this build reads scenario format versions up to %d, got %d", FormatVersion, sc.Version)
+	}
+	errs = append(errs, expect.Validate(sc.Expect, total)...)
 	return errs
 }
 

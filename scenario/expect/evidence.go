@@ -1,0 +1,190 @@
+package expect
+
+import (
+	"encoding/binary"
+	"slices"
+	"time"
+
+	"switchyard/router/core"
+	"switchyard/router/events"
+)
+
+// Evidence is what one run did, in scenario time (offsets from the time
+// the scenario started).
+type Evidence struct {
+	// Requests in the order the router received them.
+	Requests []Request
+	// Picks in the order they were made.
+	Picks []Pick
+	// Counts are the times each counter was incremented, in order.
+	Counts map[string][]time.Duration
+	// End is the time of the last output.
+	End time.Duration
+	// SLO is the latency bound goodput counts against (zero: no bound).
+	SLO SLO
+}
+
+// SLO bounds a served request's latencies for goodput.
+type SLO struct{ TTFT, ITL time.Duration }
+
+// Request is one request the router received and how it ended.
+type Request struct {
+	ID      uint64
+	Arrival time.Duration
+	// Status is ok, failed, refused, rejected or cancelled; "" when the
+	// run ended with no answer recorded (a lost request).
+	Status string
+	// End is when the answer was recorded.
+	End                        time.Duration
+	TTFT, E2E, ITL             time.Duration
+	PromptTokens, CachedTokens int
+}
+
+// Pick is one selection the router made.
+type Pick struct {
+	At        time.Duration
+	RequestID uint64
+	// Decode and Prefill are the pinned workers' fleet indexes; -1 for no
+	// prefill pin, and for a worker the fleet does not know.
+	Decode, Prefill int
+	// Reason is the decode pin's selection reason.
+	Reason string
+}
+
+// Count returns how many times name was counted in [from, to).
+func (e *Evidence) Count(name string, from, to time.Duration) int {
+	ts := e.Counts[name]
+	lo, _ := slices.BinarySearch(ts, from)
+	hi, _ := slices.BinarySearch(ts, to)
+	return hi - lo
+}
+
+// Collector builds Evidence from the core's outputs: it is a core.Port.
+type Collector struct {
+	start time.Time
+	index map[uint64]int
+	ev    Evidence
+	byID  map[uint64]int
+	// loadSeq is each load stream's last sequence, to count gaps as the
+	// load store sees them.
+	loadSeq map[loadStream]uint64
+}
+
+type loadStream struct {
+	ns  string
+	pub uint64
+}
+
+// NewCollector collects outputs of a run that started at start over a
+// fleet whose instance ids, in declaration order, are workerIDs.
+func NewCollector(start time.Time, workerIDs []uint64, slo SLO) *Collector {
+	idx := make(map[uint64]int, len(workerIDs))
+	for i, id := range workerIDs {
+		idx[id] = i
+	}
+	return &Collector{start: start, index: idx, byID: map[uint64]int{}, loadSeq: map[loadStream]uint64{},
+		ev: Evidence{Counts: map[string][]time.Duration{}, SLO: slo}}
+}
+
+// Evidence is what was collected so far.
+func (c *Collector) Evidence() *Evidence { return &c.ev }
+
+func (c *Collector) at(t time.Time) time.Duration {
+	d := t.Sub(c.start)
+	c.ev.End = max(c.ev.End, d)
+	return d
+}
+
+func (c *Collector) count(name string, at time.Duration) {
+	ts := c.ev.Counts[name]
+	// Outputs arrive in order; keep the slice sorted if a host's clocks
+	// are not (a live recording's request and pick times come from
+	// different goroutines).
+	i := len(ts)
+	for i > 0 && ts[i-1] > at {
+		i--
+	}
+	c.ev.Counts[name] = slices.Insert(ts, i, at)
+}
+
+func (c *Collector) worker(id uint64) int {
+	if i, ok := c.index[id]; ok {
+		return i
+	}
+	return -1
+}
+
+// Record takes one core output.
+func (c *Collector) Record(out core.Output) {
+	switch o := out.(type) {
+	case core.Request:
+		c.byID[o.RequestID] = len(c.ev.Requests)
+		c.ev.Requests = append(c.ev.Requests, Request{ID: o.RequestID, Arrival: c.at(o.At), PromptTokens: int(min(o.PromptTokens, 1<<31))})
+	case core.Selection:
+		at := c.at(o.At)
+		if !o.OK {
+			c.count("selection.none", at)
+			return
+		}
+		p := Pick{At: at, RequestID: o.RequestID, Decode: c.worker(o.Sel.Decode.WorkerID), Prefill: -1, Reason: o.Sel.DecodeReason}
+		if o.Sel.HasPrefill {
+			p.Prefill = c.worker(o.Sel.Prefill.WorkerID)
+			c.count("selection.prefill."+o.Sel.PrefillReason, at)
+		}
+		c.count("selection.decode."+o.Sel.DecodeReason, at)
+		c.ev.Picks = append(c.ev.Picks, p)
+	case core.Outcome:
+		at := c.at(o.At)
+		i, ok := c.byID[o.RequestID]
+		if !ok {
+			c.count("outcome.unknown_request", at)
+			return
+		}
+		r := &c.ev.Requests[i]
+		r.Status, r.End, r.TTFT, r.E2E, r.ITL, r.CachedTokens = o.Status, at, o.TTFT, o.E2E, o.ITL, o.CachedTokens
+		if o.PromptTokens > 0 {
+			r.PromptTokens = o.PromptTokens
+		}
+		c.count("outcome."+o.Status, at)
+	case core.LoadApplied:
+		if o.Msg == nil {
+			return
+		}
+		at := c.at(o.Msg.At)
+		c.count("load."+o.Result.String(), at)
+		if len(o.Msg.Frames) >= 3 && len(o.Msg.Frames[2]) == 8 {
+			k := loadStream{o.Msg.Namespace, o.Msg.PublisherID}
+			seq := binary.BigEndian.Uint64(o.Msg.Frames[2])
+			if last, ok := c.loadSeq[k]; ok && seq > last+1 {
+				c.count("load.gap", at)
+			}
+			if last, ok := c.loadSeq[k]; !ok || seq > last {
+				c.loadSeq[k] = seq
+			}
+		}
+	case core.KVApplied:
+		c.count("kv."+o.Result, c.at(o.At))
+	case core.ConfigChanged:
+		c.count("config.changed", c.at(o.At))
+	case core.Ended:
+		c.count("ended."+o.Reason, c.at(o.At))
+	case core.Published:
+		c.count("discovery.published", c.at(o.At))
+	case events.DiscoveryPut:
+		c.count("discovery.put", c.at(o.At))
+	case events.DiscoveryDelete:
+		c.count("discovery.delete", c.at(o.At))
+	case events.DiscoveryResync:
+		c.count("discovery.resync", c.at(o.At))
+	case events.DiscoveryReset:
+		c.count("discovery.reset", c.at(o.At))
+	case events.LoadConnected:
+		c.count("load.connected", c.at(o.At))
+	case events.KVConnected:
+		c.count("kv_session.connected", c.at(o.At))
+	case events.KVDisconnected:
+		c.count("kv_session.disconnected", c.at(o.At))
+	case events.KVUnsubscribed:
+		c.count("kv_session.unsubscribed", c.at(o.At))
+	}
+}
