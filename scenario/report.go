@@ -267,5 +267,3 @@ func WriteIndex(dir string, results []*Result) error {
 	b.WriteString("</table></body></html>\n")
 	return os.WriteFile(filepath.Join(dir, "index.html"), b.Bytes(), 0o644)
 }
-
-

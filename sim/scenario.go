@@ -16,8 +16,8 @@ import (
 
 	"switchyard/fakefleet/engine"
 	"switchyard/internal/traces"
-	"switchyard/scenario/expect"
 	"switchyard/router/picker"
+	"switchyard/scenario/expect"
 	"switchyard/sim/workload"
 )
 
