@@ -198,6 +198,10 @@ func Validate(exps []Expectation, workers int) []error {
 				}
 			}
 			checkWindow("", e.From, e.To)
+		case e.NoLost:
+			if e.From != nil || e.To != nil {
+				bad(": no_lost takes no window: it holds for the whole run")
+			}
 		default:
 			r, path := e.NoPicks, ".no_picks"
 			if r == nil {
@@ -211,10 +215,8 @@ func Validate(exps []Expectation, workers int) []error {
 			}
 			checkWindow(path, r.From, r.To)
 		}
-		if e.Min == nil && e.Max == nil && (e.Metric == "" && e.Counter == "") {
-			if e.From != nil || e.To != nil {
-				bad(": from and to belong inside no_picks and picks")
-			}
+		if (e.NoPicks != nil || e.Picks != nil) && (e.From != nil || e.To != nil) {
+			bad(": from and to belong inside no_picks and picks")
 		}
 		if (e.NoPicks != nil || e.Picks != nil || e.NoLost) && (e.Min != nil || e.Max != nil) {
 			bad(": min and max bound a metric or a counter only")
