@@ -70,7 +70,7 @@ func newScenarioRunCmd() *cobra.Command {
 				}
 			}
 			t := scenario.Count(results)
-			fmt.Fprintf(out, "%d passed, %d failed, %d skipped (%d scenarios)\n", t.Passed, t.Failed, t.Skipped, len(results))
+			fmt.Fprintf(out, "%d passed, %d failed, %d skipped (%d scenario files)\n", t.Passed, t.Failed, t.Skipped, len(results))
 			if ctx.Err() != nil {
 				return &exitError{1, errors.New("interrupted")}
 			}
