@@ -6,9 +6,9 @@ LDFLAGS := -X main.version=$(VERSION)
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreconfig/... ./router/discovery/... ./router/discoverysource/... \
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
-        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/...
+        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/... ./scenario/expect/...
 
-.PHONY: build test test-deps envtest-assets grpcurl inference-sim vet fmt-check race demo bench fuzz clean
+.PHONY: build test scenarios test-deps envtest-assets grpcurl inference-sim vet fmt-check race demo bench fuzz clean
 
 # The Kubernetes discovery tests run a real kube-apiserver and etcd
 # (envtest), built from the Go module proxy by hack/envtest/build.sh into a
@@ -66,6 +66,15 @@ inference-sim:
 test: test-deps envtest-assets grpcurl fmt-check vet race
 	$(GO) test -count=1 $(call not_wallclock,./...)
 	$(GO) test -count=1 $(WALLCLOCK)
+	$(MAKE) scenarios
+
+# The scenario suite (docs/scenarios.md): every scenario simulated, then the
+# live subset against embedded etcd, the fake fleet and the router on
+# loopback. JUnit XML and the HTML reports land in out/scenarios/.
+LIVE_SCENARIOS ?= $(shell cat scenarios/suite/LIVE 2>/dev/null)
+scenarios:
+	$(GO) run ./cmd/switchyard scenario run scenarios/suite --junit out/scenarios/sim.xml --report out/scenarios/sim
+	$(if $(strip $(LIVE_SCENARIOS)),$(GO) run ./cmd/switchyard scenario run $(LIVE_SCENARIOS) --mode live --junit out/scenarios/live.xml --report out/scenarios/live)
 
 demo: build
 	./bin/switchyard demo
@@ -124,6 +133,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHashPodName -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/
 	$(GO) test -run '^$$' -fuzz FuzzExchange -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/epp/
 	$(GO) test -run '^$$' -fuzz FuzzApplyEPPVariables -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/config/
+	$(GO) test -run '^$$' -fuzz FuzzExpectations -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./scenario/expect/
 
 clean:
-	rm -rf bin
+	rm -rf bin out
