@@ -17,6 +17,7 @@ import (
 	"switchyard/router/picker"
 	"switchyard/router/server"
 	"switchyard/sim"
+	"switchyard/sim/replay"
 )
 
 // killScenario: two aggregated workers, 30 Poisson requests over about
@@ -239,4 +240,108 @@ func TestLeaseSeconds(t *testing.T) {
 	require.EqualValues(t, 5, leaseSeconds(10*time.Second, 2))
 	require.EqualValues(t, 1, leaseSeconds(time.Second, 4), "at least a second")
 	require.EqualValues(t, 2, leaseSeconds(1500*time.Millisecond, 1), "rounded up")
+}
+
+// disaggScenario: two prefill and two decode workers under the kv picker,
+// a shared-prefix workload, and every fault kind a live run injects.
+const disaggScenario = `
+name: live-disagg-kv
+seed: 11
+picker: kv
+fleet:
+  - role: prefill
+    count: 2
+    block_size: 16
+    total_kv_blocks: 4096
+  - role: decode
+    count: 2
+    block_size: 16
+    total_kv_blocks: 4096
+    kv_transfer_bandwidth: 2e10
+workload:
+  shared_prefix:
+    groups: 2
+    users_per_group: 4
+    system_tokens: 256
+    question_tokens: 32
+    output: {min: 4, max: 16}
+    rate: 4
+    count: 24
+faults:
+  - {at: 1s, worker: 0, kind: gap}
+  - {at: 1s, worker: 1, kind: malformed}
+  - {at: 1s, worker: 2, kind: malformed_record}
+  - {at: 1s, worker: 3, kind: restart_publisher}
+  - {at: 1500ms, worker: 2, kind: stall}
+  - {at: 1500ms, worker: 3, kind: slow, factor: 3}
+  - {at: 2s, worker: 1, kind: fail}
+  - {at: 2500ms, worker: 2, kind: resume}
+  - {at: 3s, worker: 1, kind: recover}
+  - {at: 3s, worker: 3, kind: recover}
+  - {at: 3500ms, worker: 0, kind: reset}
+`
+
+// TestRunDisaggregatedKVWithFaults runs a disaggregated fleet under the kv
+// picker live: every fault reaches the fleet, prefill pins name prefill
+// workers and decode pins decode workers, the router records the prompts'
+// token ids and applies the workers' KV events, and the recording
+// replays exactly.
+func TestRunDisaggregatedKVWithFaults(t *testing.T) {
+	sc, err := sim.ParseScenario([]byte(disaggScenario))
+	require.NoError(t, err)
+	require.NoError(t, Supported(sc))
+	path := filepath.Join(t.TempDir(), "live.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	info, err := Run(ctx, sc, Options{RecordPath: path, Log: testLog(t), TimeScale: 2})
+	require.NoError(t, err)
+	require.Equal(t, sc.ExpectedRequests(), info.Requests)
+	require.Len(t, info.WorkerIDs, 4)
+	require.Len(t, info.Faults, len(sc.Faults))
+	for _, f := range info.Faults {
+		require.Empty(t, f.Err, "%s on worker %d", f.Kind, f.Worker)
+		require.Equal(t, info.WorkerIDs[f.Worker], f.WorkerID)
+	}
+	prefills, decodes := info.WorkerIDs[:2], info.WorkerIDs[2:]
+
+	r, err := recorder.Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	var (
+		requests, outcomes, withTokens int
+		kvResults                      = map[string]int{}
+	)
+	require.NoError(t, r.Entries(info.RunID, func(e recorder.Entry) error {
+		switch v := e.Value.(type) {
+		case recorder.Request:
+			requests++
+			if uint64(len(v.Tokens)) == v.PromptTokens && len(v.Tokens) > 0 {
+				withTokens++
+			}
+		case recorder.Selection:
+			if v.OK {
+				require.Contains(t, decodes, v.Sel.Decode.WorkerID)
+				if v.Sel.HasPrefill {
+					require.Contains(t, prefills, v.Sel.Prefill.WorkerID)
+				}
+			}
+		case recorder.Outcome:
+			outcomes++
+		case recorder.KVMessage:
+			kvResults[v.Result]++
+		}
+		return nil
+	}))
+	t.Logf("requests %d, outcomes %d, with token ids %d, kv-events results %v", requests, outcomes, withTokens, kvResults)
+	require.Equal(t, info.Requests, requests)
+	require.Equal(t, info.Requests, outcomes)
+	require.Equal(t, requests, withTokens, "every prompt went as token ids the router read")
+	require.Positive(t, kvResults["applied"], "the workers' KV events reached the index")
+
+	rep, err := replay.Run(r, info.RunID, "")
+	require.NoError(t, err)
+	require.Equal(t, picker.NameKV, rep.Recorded)
+	require.True(t, rep.Exact(), "divergences %+v, kv result mismatches %d, load %d, generations %d",
+		rep.Divergences, rep.KVResultMismatches, rep.LoadResultMismatches, rep.GenerationMismatches)
 }
