@@ -21,7 +21,7 @@ import (
 )
 
 // killScenario: two aggregated workers, 30 Poisson requests over about
-// 15 s of scenario time, worker 0 killed at 3 s. Run at TimeScale 2 it
+// 15 s of scenario time, worker 0 killed at 2 s. Run at TimeScale 2 it
 // takes about 8 s of wall time.
 const killScenario = `
 name: live-kill
@@ -40,7 +40,7 @@ workload:
     prompt: {min: 32, max: 256}
     output: {min: 4, max: 24}
 faults:
-  - {at: 3s, worker: 0, kind: kill}
+  - {at: 2s, worker: 0, kind: kill}
 `
 
 func testLog(t *testing.T) *slog.Logger {
@@ -74,7 +74,9 @@ func TestRunRecordsAKilledWorkerLeaving(t *testing.T) {
 	kill := info.Faults[0]
 	require.Empty(t, kill.Err)
 	require.Equal(t, info.WorkerIDs[0], kill.WorkerID)
-	require.WithinDuration(t, info.Start.Add(1500*time.Millisecond), kill.At, time.Second, "3 s of scenario time at scale 2")
+	// 2 s of scenario time at scale 2 (a busy machine may be late, never early).
+	require.False(t, kill.At.Before(info.Start.Add(time.Second)))
+	require.WithinDuration(t, info.Start.Add(time.Second), kill.At, 5*time.Second)
 	// Arrivals keep to the scaled schedule: the last of 30 requests at
 	// rate 2/s lands well after the first few seconds of wall time.
 	require.True(t, info.Results[29].Sent.After(kill.At))
@@ -118,7 +120,9 @@ func TestRunRecordsAKilledWorkerLeaving(t *testing.T) {
 	}
 
 	killed := info.WorkerIDs[0]
-	cutoff := kill.At.Add(info.LeaseTTL + 2*time.Second)
+	// The lease lapses LeaseTTL after the kill; etcd checks for expired
+	// leases twice a second, and a busy machine may be slower still.
+	cutoff := kill.At.Add(info.LeaseTTL + 3*time.Second)
 	after := 0
 	for _, s := range selections {
 		require.True(t, s.OK, "every request found a worker")
@@ -130,6 +134,7 @@ func TestRunRecordsAKilledWorkerLeaving(t *testing.T) {
 			require.Equal(t, recorder.StatusOK, outcomes[s.RequestID].Status, "served by the survivor")
 		}
 	}
+	t.Logf("lease TTL %s granted; %d of %d selections after the lease lapsed", info.LeaseTTL, after, len(selections))
 	require.Positive(t, after, "some requests arrive after the killed worker left discovery")
 	ok := 0
 	for _, o := range outcomes {
