@@ -13,6 +13,7 @@ package engineworker
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,6 +111,9 @@ type Worker struct {
 	cfg  Config
 	clk  clock.Clock
 	slow atomic.Int64 // extra per decode step, in wall (unscaled) ns
+	// slowFactor multiplies the decode part of each step (math.Float64bits;
+	// 0 is unset, which is 1).
+	slowFactor atomic.Uint64
 
 	mu    sync.Mutex
 	ranks []*rank
@@ -241,6 +245,18 @@ func (w *Worker) SetStalled(stalled bool) {
 // It applies from the next step planned.
 func (w *Worker) SetSlow(extra time.Duration) { w.slow.Store(int64(max(extra, 0))) }
 
+// SetSlowFactor makes the decode part of every step take factor times
+// longer (1 restores it), as the simulator's slow fault does: the part a
+// step would cost without its prefill chunks is scaled, the prefill part
+// is not. Factors that are not finite and positive count as 1. It applies
+// from the next step planned.
+func (w *Worker) SetSlowFactor(factor float64) {
+	if !(factor > 0) || math.IsInf(factor, 0) {
+		factor = 1
+	}
+	w.slowFactor.Store(math.Float64bits(factor))
+}
+
 // SetFailing makes Generate fail with ErrInjected5xx at once (true), or
 // serve again (false). Requests already submitted are not affected.
 func (w *Worker) SetFailing(failing bool) {
@@ -305,9 +321,10 @@ func (w *Worker) engineNowLocked() time.Time {
 	return w.clk.Now().Add(-w.offset)
 }
 
-// slowTiming adds SetSlow's delay to decode steps. It is multiplied by the
+// slowTiming scales the decode part of each step by SetSlowFactor's factor
+// and adds SetSlow's delay to decode steps. The delay is multiplied by the
 // speedup because the engine divides the whole step by it, and injected
-// slowness is meant in wall time.
+// slowness is meant in wall time; the factor is a ratio, so it is not.
 type slowTiming struct {
 	base engine.Timing
 	w    *Worker
@@ -315,6 +332,14 @@ type slowTiming struct {
 
 func (t slowTiming) StepTime(s engine.Step) time.Duration {
 	d := t.base.StepTime(s)
+	if bits := t.w.slowFactor.Load(); bits != 0 && len(s.Decode) > 0 {
+		if f := math.Float64frombits(bits); f != 1 {
+			decodeOnly := s
+			decodeOnly.Prefill, decodeOnly.PrefillTokens = nil, 0
+			dec := t.base.StepTime(decodeOnly)
+			d += time.Duration(float64(dec) * (f - 1))
+		}
+	}
 	if len(s.Decode) > 0 {
 		d += time.Duration(float64(t.w.slow.Load()) * t.w.cfg.SpeedupRatio)
 	}

@@ -89,6 +89,36 @@ func TestStepTimingSlowAndStall(t *testing.T) {
 	require.Equal(t, engineworker.Load{}, w.Load(0))
 }
 
+// TestSlowFactorScalesDecodeSteps checks SetSlowFactor multiplies decode
+// steps while prefill steps keep their time.
+func TestSlowFactorScalesDecodeSteps(t *testing.T) {
+	clk := clock.NewManual(t0)
+	w := engineworker.New(engineworker.Config{BlockSize: 4, TotalKVBlocks: 16, SpeedupRatio: 2,
+		Timing: engine.Constant{Prefill: 10 * time.Millisecond, Step: 4 * time.Millisecond}}, clk)
+	defer w.Close()
+	w.SetSlowFactor(3)
+	words, done := run(w, context.Background(), engineworker.Request{PromptTokens: 8, Seed: 1, MaxTokens: 3})
+
+	// Prefill: 10ms / 2, not slowed.
+	require.True(t, clk.WaitForTimers(1, nil))
+	clk.Advance(5*time.Millisecond - time.Nanosecond)
+	quiet(t, words)
+	clk.Advance(time.Nanosecond)
+	recv(t, words)
+
+	// Decode: 3 × 4ms / 2.
+	require.True(t, clk.WaitForTimers(1, nil))
+	clk.Advance(6*time.Millisecond - time.Nanosecond)
+	quiet(t, words)
+	clk.Advance(time.Nanosecond)
+	recv(t, words)
+
+	require.True(t, clk.WaitForTimers(1, nil))
+	clk.Advance(6 * time.Millisecond)
+	recv(t, words)
+	require.NoError(t, recv(t, done))
+}
+
 func TestFaultsAndErrors(t *testing.T) {
 	w := engineworker.New(engineworker.Config{BlockSize: 4, TotalKVBlocks: 4, DPSize: 2, Timing: fast}, clock.Real{})
 	defer w.Close()

@@ -40,6 +40,11 @@ type Spec struct {
 	BlockSize, TotalKVBlocks, MaxNumBatchedTokens, MaxNumSeqs, ContextLength, DPSize int
 	// SpeedupRatio divides the timing model's delays.
 	SpeedupRatio float64
+	// KVTransferBandwidth (bytes/s) and KVBytesPerBlock price a decode
+	// hop's import of the prefill worker's KV on engine-backed workers
+	// (engineworker.Config); zero is instantaneous and the default size.
+	KVTransferBandwidth float64
+	KVBytesPerBlock     int
 	// LeaseTTL in seconds (Dynamo's default is 10).
 	LeaseTTL int64
 	// Fields chooses the ActiveLoad fields published.
@@ -281,7 +286,8 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 		m.engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,
 			TotalKVBlocks: s.TotalKVBlocks, MaxNumBatchedTokens: s.MaxNumBatchedTokens, MaxNumSeqs: s.MaxNumSeqs,
 			DPSize: s.DPSize, SpeedupRatio: s.SpeedupRatio, Timing: e.Timing, MaxModelLen: e.MaxModelLen,
-			DisablePrefixCaching: e.DisablePrefixCaching, DisableChunkedPrefill: e.DisableChunkedPrefill}, clock.Real{})
+			DisablePrefixCaching: e.DisablePrefixCaching, DisableChunkedPrefill: e.DisableChunkedPrefill,
+			KVTransferBandwidth: s.KVTransferBandwidth, KVBytesPerBlock: s.KVBytesPerBlock}, clock.Real{})
 		m.Worker = engineGenerator{m.engine}
 	} else {
 		m.Worker = worker.New(worker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize, TotalKVBlocks: s.TotalKVBlocks,
@@ -418,6 +424,31 @@ func (f *Fleet) Reset(id uint64) error {
 		return ErrNoEngine
 	}
 	m.engine.Reset()
+	return nil
+}
+
+// SlowBy makes an engine-backed worker's decode steps take factor times
+// longer (1 restores them), as the simulator's slow fault does; the admin
+// API's slow adds a fixed delay instead.
+func (f *Fleet) SlowBy(id uint64, factor float64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	if m.engine == nil {
+		return ErrNoEngine
+	}
+	m.engine.SetSlowFactor(factor)
+	return nil
+}
+
+// Fail makes a worker answer generations with a 5xx (on), or serve again.
+func (f *Fleet) Fail(id uint64, on bool) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	m.Worker.SetFailing(on)
 	return nil
 }
 

@@ -235,6 +235,19 @@ func TestFaultsTheRouterSurvives(t *testing.T) {
 	require.Equal(t, id, d)
 	_, body := getMetrics(t, s.base)
 	require.Contains(t, body, `switchyard_dynamo_discovery_events_total{kind="malformed"} 1`)
+
+	// The simulator's fail and slow faults, by instance id.
+	require.NoError(t, s.fleet.Fail(id, true))
+	_, _, err = s.ask(t, "fail me")
+	require.Error(t, err, "generations answer 5xx")
+	require.NoError(t, s.fleet.Fail(id, false))
+	require.NoError(t, s.fleet.SlowBy(id, 3))
+	d, _, err = s.ask(t, "slowly now")
+	require.NoError(t, err)
+	require.Equal(t, id, d)
+	require.NoError(t, s.fleet.SlowBy(id, 1))
+	require.ErrorIs(t, s.fleet.SlowBy(id+1, 2), fleet.ErrNoWorker)
+	require.ErrorIs(t, s.fleet.Fail(id+1, true), fleet.ErrNoWorker)
 }
 
 func getMetrics(t *testing.T, base string) (int, string) {
