@@ -6,7 +6,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -261,26 +260,27 @@ func runSim(sc *sim.Scenario, o Options, recordPath string) *ModeResult {
 	}
 	m.Requests, m.Served = sum.Requests, sum.Served
 	m.evidence = col.Evidence()
-	m.Verdicts = expect.Evaluate(sc.Expect, m.evidence)
+	m.Verdicts = expectations(sc, m.evidence)
 	return m
 }
 
-// evidenceFromRecording reads a recorded run's outputs into evidence.
-func evidenceFromRecording(path string, start time.Time, ids []uint64, slo expect.SLO) (*expect.Evidence, error) {
+// expectations judges a run's evidence against the scenario.
+func expectations(sc *sim.Scenario, ev *expect.Evidence) []expect.Verdict {
+	return expect.Evaluate(sc.Expect, ev)
+}
+
+// evidenceFromRecording reads one recorded run's outputs into evidence,
+// its times multiplied by scale (a live run's TimeScale) so they read in
+// scenario time.
+func evidenceFromRecording(path string, runID int64, start time.Time, ids []uint64, slo expect.SLO, scale float64) (*expect.Evidence, error) {
 	r, err := recorder.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	runs, err := r.Runs()
-	if err != nil {
-		return nil, err
-	}
-	if len(runs) == 0 {
-		return nil, errors.New("the recording holds no run")
-	}
 	col := expect.NewCollector(start, ids, slo)
-	err = r.Entries(runs[len(runs)-1].ID, func(e recorder.Entry) error {
+	col.SetTimeScale(scale)
+	err = r.Entries(runID, func(e recorder.Entry) error {
 		if out, ok := e.Value.(core.Output); ok {
 			col.Record(out)
 		}

@@ -144,3 +144,52 @@ func TestFilesExpandsDirectoriesInOrder(t *testing.T) {
 		t.Error("a missing path was accepted")
 	}
 }
+
+// Both modes run the same scenario: the simulator, then an embedded
+// etcd, the fake fleet and the router on loopback. Their verdicts agree
+// and their pick shares are close.
+func TestBothModesRunAndAgree(t *testing.T) {
+	dir := t.TempDir()
+	r := RunFile(context.Background(), "testdata/kill.yaml", Options{Mode: Both, ReportDir: dir})
+	var out bytes.Buffer
+	Print(&out, r)
+	t.Log(out.String())
+	if r.Failed() || !r.Sim.Passed() || !r.Live.Passed() {
+		t.Fatalf("a mode failed:\n%s", out.String())
+	}
+	a := r.Agreement
+	if a == nil || a.Verdicts != 4 || a.VerdictsAgree != 4 {
+		t.Fatalf("agreement %+v", a)
+	}
+	if a.PickShareDistance > 0.2 || a.LiveServedRatio < 0.9 {
+		t.Errorf("the runs disagree: %+v", a)
+	}
+	if r.Live.Requests != 120 || len(r.Live.evidence.Requests) != 120 {
+		t.Errorf("live sent %d, recorded %d", r.Live.Requests, len(r.Live.evidence.Requests))
+	}
+	for _, f := range []string{"sim.db", "live.db", "result.json", "index.html"} {
+		if _, err := os.Stat(filepath.Join(dir, "live-kill", f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestLiveSkipsWhatItCannotReproduce(t *testing.T) {
+	src, err := os.ReadFile("testdata/stall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "partition.yaml")
+	body := strings.Replace(string(src), "kind: stall", "kind: partition", 1)
+	body = strings.Replace(body, "kind: resume", "kind: heal", 1)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := RunFile(context.Background(), p, Options{Mode: Live})
+	if r.Live == nil || r.Live.Skipped == "" || !strings.Contains(r.Live.Skipped, "partition") {
+		t.Fatalf("live run of a partition: %+v", r.Live)
+	}
+	if r.Failed() || Count([]*Result{r}).Skipped != 1 {
+		t.Error("a skipped run counts as failed")
+	}
+}

@@ -68,6 +68,23 @@ type Collector struct {
 	// loadSeq is each load stream's last sequence, to count gaps as the
 	// load store sees them.
 	loadSeq map[loadStream]uint64
+	// scale multiplies every time and latency (SetTimeScale).
+	scale float64
+}
+
+// SetTimeScale multiplies every time and latency collected by scale: a
+// live run played at TimeScale reads in scenario time.
+func (c *Collector) SetTimeScale(scale float64) {
+	if scale > 0 {
+		c.scale = scale
+	}
+}
+
+func (c *Collector) scaled(d time.Duration) time.Duration {
+	if c.scale == 0 || c.scale == 1 {
+		return d
+	}
+	return time.Duration(float64(d) * c.scale)
 }
 
 type loadStream struct {
@@ -90,7 +107,7 @@ func NewCollector(start time.Time, workerIDs []uint64, slo SLO) *Collector {
 func (c *Collector) Evidence() *Evidence { return &c.ev }
 
 func (c *Collector) at(t time.Time) time.Duration {
-	d := t.Sub(c.start)
+	d := c.scaled(t.Sub(c.start))
 	c.ev.End = max(c.ev.End, d)
 	return d
 }
@@ -141,7 +158,7 @@ func (c *Collector) Record(out core.Output) {
 			return
 		}
 		r := &c.ev.Requests[i]
-		r.Status, r.End, r.TTFT, r.E2E, r.ITL, r.CachedTokens = o.Status, at, o.TTFT, o.E2E, o.ITL, o.CachedTokens
+		r.Status, r.End, r.TTFT, r.E2E, r.ITL, r.CachedTokens = o.Status, at, c.scaled(o.TTFT), c.scaled(o.E2E), c.scaled(o.ITL), o.CachedTokens
 		if o.PromptTokens > 0 {
 			r.PromptTokens = o.PromptTokens
 		}
