@@ -198,7 +198,7 @@ func Validate(exps []Expectation, workers int) []error {
 				}
 			}
 			checkWindow("", e.From, e.To)
-		default:
+		case e.NoPicks != nil || e.Picks != nil:
 			r, path := e.NoPicks, ".no_picks"
 			if r == nil {
 				r, path = e.Picks, ".picks"
