@@ -224,7 +224,7 @@ func (r *Run) relaySubscribe(w *worker, now time.Time) {
 // the subscribe delay, or leaves it pending.
 func (r *Run) open(w *worker, f family, now time.Time) {
 	p := r.pubOf(w, f)
-	if p.subscribed || p.relay.opening || p.relay.waking || !w.alive || w.partitioned {
+	if p.subscribed || p.relay.opening || p.relay.waking || !w.alive || w.partitioned || !w.followed {
 		return
 	}
 	b := r.place(p, f)
@@ -236,14 +236,14 @@ func (r *Run) open(w *worker, f family, now time.Time) {
 		return
 	}
 	p.relay.opening = true
-	id, sess := p.id, b.session
+	id, sess, gen := p.id, b.session, w.followGen
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
 		p := r.pubOf(w, f)
 		if p.id != id {
 			return // a new incarnation subscribes itself
 		}
 		p.relay.opening = false
-		if !w.alive || w.partitioned {
+		if !w.alive || w.partitioned || w.followGen != gen || f == famKV && !r.kvEnabled {
 			return
 		}
 		if !b.live || b.session != sess {
@@ -304,13 +304,18 @@ func (r *Run) release(w *worker, now time.Time) {
 		return
 	}
 	for _, f := range []family{famLoad, famKV} {
-		p := r.pubOf(w, f)
-		if b := p.relay.carrier; b != nil {
-			b.carried--
-		}
-		r.endPending(p, now)
-		p.relay = relay{}
+		r.releaseStream(r.pubOf(w, f), now)
 	}
+}
+
+// releaseStream ends one subscription's stream and forgets its broker
+// state.
+func (r *Run) releaseStream(p *publisher, now time.Time) {
+	if b := p.relay.carrier; b != nil {
+		b.carried--
+	}
+	r.endPending(p, now)
+	p.relay = relay{}
 }
 
 // endSession ends b's session: every stream it carries ends, and each

@@ -41,6 +41,26 @@ type worker struct {
 	// partitioned: the router cannot reach the worker's publishers; their
 	// messages are lost and its subscriptions have no session.
 	partitioned bool
+	// degraded: the network between the router and the worker's
+	// publishers adds degradeDelay to every message and loses each with
+	// probability degradeLoss (degrade, until heal).
+	degraded     bool
+	degradeDelay time.Duration
+	degradeLoss  float64
+	// registered: the worker's records are in etcd under a live lease
+	// (false after lease_expiry until it registers again); leaseEnds is
+	// when a dead worker's lease lapses (zero while it lives); leaseGen
+	// numbers its lease expiries.
+	registered bool
+	leaseEnds  time.Time
+	leaseGen   uint64
+	// followed: discovery names the worker's channels to the router,
+	// whose kv-events subscription is to followedKV; followGen numbers the
+	// times it stopped following them, so a pending connect of an older
+	// subscription does nothing.
+	followed   bool
+	followedKV uint64
+	followGen  uint64
 	// slow multiplies decode step times (1 = normal); engines read it
 	// through slowTiming.
 	slow float64
@@ -60,6 +80,9 @@ type publisher struct {
 	subscribed bool
 	// relay is the subscription's broker state under the broker transport.
 	relay relay
+	// tail is when the last message sent over a degraded network arrives:
+	// no later message of the stream arrives before it.
+	tail time.Time
 }
 
 // rank is one engine and its step timer.
@@ -92,7 +115,7 @@ const jsonSafeMask = 1<<53 - 1
 // newWorker builds the group's inGroup-th worker, index in the fleet,
 // whose ranks run on cfg (rankConfig) slowed by the slow fault.
 func newWorker(r *Run, index int, g *WorkerGroup, inGroup int, cfg engine.Config) *worker {
-	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true, slow: 1}
+	w := &worker{run: r, index: index, group: g, role: g.Role, alive: true, registered: true, slow: 1}
 	w.component = g.Role
 	if g.Role == "aggregated" {
 		w.component = "backend"

@@ -71,6 +71,11 @@ type Summary struct {
 	LoadMessages, KVMessages          uint64
 	KVEvents                          uint64        // engine KV events (published or not)
 	Virtual                           time.Duration // simulated time covered
+	// Resyncs counts the router's etcd relists after its watch broke
+	// (etcd_restart, etcd_compaction); DegradeLost the messages degrade
+	// lost.
+	Resyncs     int    `json:",omitempty"`
+	DegradeLost uint64 `json:",omitempty"`
 	// Brokers is what the broker transport did (router.load_transport:
 	// broker only).
 	Brokers *BrokerSummary `json:",omitempty"`
@@ -111,6 +116,13 @@ type Run struct {
 	brokers    []*brokerSession
 	brokerRand *rand.Rand
 	brokerSum  *BrokerSummary
+
+	// watch is the router's etcd watch (etcd_restart, etcd_compaction).
+	watch etcdWatch
+	// shim is the direct-mode shim's state (shim_slow, shim_fail).
+	shim shimState
+	// kvParams are the router.kv settings in force, as reloads left them.
+	kvParams KVParams
 }
 
 // request is one request's journey.
@@ -141,7 +153,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
-		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name)}
+		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name), kvParams: sc.Router.KV}
 	if err := r.newReplicas(name); err != nil {
 		return nil, err
 	}
@@ -218,8 +230,7 @@ func (r *Run) start() {
 	seed := r.seedBatch()
 	seedAt := t0.Add(r.sc.Network.DiscoveryDelay.Std())
 	r.startReplicas(t0)
-	r.loop.At(seedAt, func(now time.Time) {
-		r.cores.Discovery(seed(now))
+	r.viaWatch(t0, seedAt, seed, func(now time.Time) {
 		for _, w := range r.workers {
 			r.follow(w, now)
 		}
@@ -228,6 +239,10 @@ func (r *Run) start() {
 		f := f
 		if f.Kind.OfBroker() {
 			r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.injectBroker(f, now) })
+			continue
+		}
+		if f.Kind.FleetWide() {
+			r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.injectFleet(f, now) })
 			continue
 		}
 		r.loop.At(t0.Add(f.At.Std()), func(now time.Time) { r.inject(f, now) })
@@ -266,6 +281,7 @@ func compareKeys(a, b string) int {
 // discovery: it starts following them (a kv-events subscription starts
 // without a session) and connects after the subscribe delay.
 func (r *Run) follow(w *worker, now time.Time) {
+	w.followed, w.followedKV = true, w.kvPub.id
 	if !r.channels() {
 		return
 	}
@@ -313,13 +329,16 @@ func (r *Run) subscribe(w *worker, now time.Time) {
 	if !r.channels() {
 		return
 	}
+	if !w.followed {
+		return // discovery no longer names its channels
+	}
 	if r.brokered() {
 		r.relaySubscribe(w, now)
 		return
 	}
-	id, kvID := w.pub.id, w.kvPub.id
+	id, kvID, gen := w.pub.id, w.kvPub.id, w.followGen
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
-		if !w.alive || w.partitioned {
+		if !w.alive || w.partitioned || w.followGen != gen {
 			return
 		}
 		if w.pub.id == id && !w.pub.subscribed {
@@ -343,7 +362,7 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 		return
 	}
 	id, car, sess := w.pub.id, w.pub.relay.carrier, w.pub.relay.session
-	r.deliver(now, func(at time.Time) {
+	r.deliver(w, &w.pub, now, func(at time.Time) {
 		if w.partitioned {
 			return // lost in the network
 		}
@@ -361,7 +380,7 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 		return
 	}
 	id, car, sess := w.kvPub.id, w.kvPub.relay.carrier, w.kvPub.relay.session
-	r.deliver(now, func(at time.Time) {
+	r.deliver(w, &w.kvPub, now, func(at time.Time) {
 		if w.partitioned {
 			return // lost in the network
 		}
@@ -373,9 +392,12 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 	})
 }
 
-// deliver schedules a message's arrival across the simulated event plane,
-// or loses it.
-func (r *Run) deliver(now time.Time, arrive Action) {
+// deliver schedules a message of p's stream across the simulated event
+// plane, or loses it. While the worker's network is degraded the message
+// is lost with the degrade's probability or delayed by its delay, and no
+// later message of the stream overtakes it (one TCP connection: a slow
+// link queues, it does not reorder).
+func (r *Run) deliver(w *worker, p *publisher, now time.Time, arrive Action) {
 	n := r.sc.Network
 	if n.LoadLoss > 0 && r.net.Float64() < n.LoadLoss {
 		return
@@ -384,7 +406,21 @@ func (r *Run) deliver(now time.Time, arrive Action) {
 	if j := n.LoadJitter.Std(); j > 0 {
 		d += time.Duration(r.net.Int64N(int64(j) + 1))
 	}
-	r.loop.At(now.Add(d), arrive)
+	at := now.Add(d)
+	if w.degraded {
+		if w.degradeLoss > 0 && r.net.Float64() < w.degradeLoss {
+			r.summary.DegradeLost++
+			return
+		}
+		at = at.Add(w.degradeDelay)
+	}
+	if at.Before(p.tail) {
+		at = p.tail
+	}
+	if w.degraded {
+		p.tail = at
+	}
+	r.loop.At(at, arrive)
 }
 
 func (r *Run) observeLoad(now time.Time, rk *rank, used uint64) {
@@ -432,7 +468,7 @@ func (r *Run) arrive(wr workload.Request, now time.Time) {
 		q.prefill, q.prank = r.lookup(sel.Prefill)
 	}
 	r.inflight[q.id] = q
-	r.loop.At(now.Add(r.sc.Network.RequestDelay.Std()), q.dispatch)
+	q.hop(now, 0, q.dispatch)
 }
 
 func (r *Run) lookup(p picker.Pin) (*worker, *rank) {
@@ -504,8 +540,7 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		}
 		if o.Finished {
 			// The decode worker receives the prefill worker's KV first.
-			d := transferTime(q.decode, len(q.wr.Tokens))
-			q.run.loop.At(now.Add(d+q.run.sc.Network.RequestDelay.Std()), q.toDecode)
+			q.hop(now, transferTime(q.decode, len(q.wr.Tokens)), q.toDecode)
 		}
 		return
 	}
@@ -629,16 +664,16 @@ func (r *Run) inject(f Fault, now time.Time) {
 			r.killPod(w, now)
 			return
 		}
-		keys := discoveryRecords(w.records)
-		kvID := w.kvPub.id
-		r.loop.At(now.Add(r.sc.Network.LeaseTTL.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
-			batch := make([]events.Event, 0, len(keys))
-			for i, kv := range keys {
-				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key, Revision: int64(i + 2)})
-			}
-			r.cores.Discovery(batch)
-			r.unfollow(kvID, at)
-		})
+		if !w.registered {
+			return // its lease lapsed already: nothing of it is in etcd
+		}
+		// The lease lapses one TTL on, or one TTL after etcd returns
+		// when it is away now (it renews leases as it comes back).
+		w.leaseEnds = now.Add(r.sc.Network.LeaseTTL.Std())
+		if now.Before(r.watch.back) {
+			w.leaseEnds = later(w.leaseEnds, r.watch.back.Add(r.sc.Network.LeaseTTL.Std()))
+		}
+		r.expireLease(w, discoveryRecords(w.records), w.kvPub.id)
 	case FaultStall:
 		if !w.stalled {
 			w.stalled, w.stalledAt = true, now
@@ -666,6 +701,12 @@ func (r *Run) inject(f Fault, now time.Time) {
 			r.rewriteMetadata(w, oldKV, now)
 			return
 		}
+		for _, rk := range w.ranks {
+			rk.last = publish.Load{} // a new publisher reports anew
+		}
+		if !w.registered {
+			return // it registers again with its new channels
+		}
 		var batchKV []events.DiscoveryRecord
 		var gone []events.DiscoveryRecord
 		for _, kv := range discoveryRecords(w.records) {
@@ -678,7 +719,7 @@ func (r *Run) inject(f Fault, now time.Time) {
 				gone = append(gone, kv)
 			}
 		}
-		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
+		r.viaWatch(now, now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) []events.Event {
 			var batch []events.Event
 			for _, kv := range batchKV {
 				batch = append(batch, events.DiscoveryPut{At: at, Namespace: r.sc.Namespace, DiscoveryRecord: kv})
@@ -686,15 +727,13 @@ func (r *Run) inject(f Fault, now time.Time) {
 			for _, kv := range gone {
 				batch = append(batch, events.DiscoveryDelete{At: at, Namespace: r.sc.Namespace, Keyspace: kv.Keyspace, Key: kv.Key})
 			}
-			r.cores.Discovery(batch)
-			r.unfollow(oldKV, at)
+			return batch
+		}, func(at time.Time) {
+			r.unfollow(w, oldKV, at)
 			if w.alive {
 				r.follow(w, at)
 			}
 		})
-		for _, rk := range w.ranks {
-			rk.last = publish.Load{} // a new publisher reports anew
-		}
 	case FaultGap:
 		w.pub.seq++
 		w.kvPub.seq++
@@ -725,12 +764,15 @@ func (r *Run) inject(f Fault, now time.Time) {
 			r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) { r.discover(r.kube.apply(u, at)) })
 			return
 		}
+		if !w.registered {
+			return // without a lease it writes nothing
+		}
 		key := fmt.Sprintf("v1/instances/%s/%s/generate/%x-malformed", r.sc.Namespace, w.component, w.id)
 		w.records[key] = []byte("{not json")
-		r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
-			r.cores.Discovery([]events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
-				DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}})
-		})
+		r.viaWatch(now, now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) []events.Event {
+			return []events.Event{events.DiscoveryPut{At: at, Namespace: r.sc.Namespace,
+				DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}}
+		}, nil)
 	case FaultPartition:
 		if !w.partitioned {
 			w.partitioned = true
@@ -739,10 +781,15 @@ func (r *Run) inject(f Fault, now time.Time) {
 			r.release(w, now)
 		}
 	case FaultHeal:
+		w.degraded, w.degradeDelay, w.degradeLoss = false, 0, 0
 		if w.partitioned {
 			w.partitioned = false
 			r.subscribe(w, now)
 		}
+	case FaultDegrade:
+		w.degraded, w.degradeDelay, w.degradeLoss = true, f.Delay.Std(), f.Loss
+	case FaultLeaseExpiry:
+		r.leaseExpiry(w, now, f.Duration.Std())
 	default:
 		r.log().Warn("unknown fault", "kind", f.Kind)
 	}
@@ -755,7 +802,7 @@ func (r *Run) killPod(w *worker, now time.Time) {
 	kvID := w.kvPub.id
 	r.loop.At(now.Add(r.sc.Discovery.ReadinessDelay.Std()+r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
 		r.discover(r.kube.notReady(w, at))
-		r.unfollow(kvID, at)
+		r.unfollow(w, kvID, at)
 	})
 }
 
@@ -766,7 +813,7 @@ func (r *Run) rewriteMetadata(w *worker, oldKV uint64, now time.Time) {
 	u := r.kube.rewritten(w)
 	r.loop.At(now.Add(r.sc.Network.DiscoveryDelay.Std()), func(at time.Time) {
 		r.discover(r.kube.apply(u, at))
-		r.unfollow(oldKV, at)
+		r.unfollow(w, oldKV, at)
 		if w.alive {
 			r.follow(w, at)
 		}
@@ -776,9 +823,11 @@ func (r *Run) rewriteMetadata(w *worker, oldKV uint64, now time.Time) {
 	}
 }
 
-// unfollow is the router dropping a kv-events publisher that left
-// discovery.
-func (r *Run) unfollow(kvID uint64, at time.Time) {
+// unfollow is the router dropping a worker's channels that left
+// discovery: its kv-events publisher kvID is unsubscribed.
+func (r *Run) unfollow(w *worker, kvID uint64, at time.Time) {
+	w.followed = false
+	w.followGen++
 	if r.kvEnabled && r.channels() {
 		r.cores.KVUnsubscribed(events.KVUnsubscribed{At: at, Namespace: r.sc.Namespace, PublisherID: kvID})
 	}

@@ -160,11 +160,20 @@ func TestRunIsDeterministic(t *testing.T) {
 		"picker: kv\nrouter: {kv: {track_prefill_tokens: true, track_active_blocks: true, track_output_blocks: true}}\n",
 		// Through two brokers, one killed then restarted, the other drained
 		// then killed: failover, pending and the wake jitter's draws.
-		"picker: kv\nrouter: {load_transport: broker}\nbrokers: [{id: a, namespaces: [dynamo]}, {id: b, namespaces: [dynamo]}]\n"} {
+		"picker: kv\nrouter: {load_transport: broker}\nbrokers: [{id: a, namespaces: [dynamo]}, {id: b, namespaces: [dynamo]}]\n",
+		// The faults of the router's surroundings: etcd, leases, a
+		// degraded link (its loss draws), the shim and a reload.
+		"picker: load\n"} {
 		faults := ""
 		if strings.Contains(router, "brokers") {
 			faults = "  - {at: 1s, kind: kill_broker, broker: a}\n  - {at: 1500ms, kind: drain_broker, broker: b}\n" +
 				"  - {at: 2500ms, kind: kill_broker, broker: b}\n  - {at: 5s, kind: restart_broker, broker: a}\n"
+		}
+		if router == "picker: load\n" {
+			faults = "  - {at: 1s, kind: etcd_restart, duration: 1500ms}\n  - {at: 1200ms, worker: 0, kind: lease_expiry, duration: 3s}\n" +
+				"  - {at: 1500ms, worker: 2, kind: degrade, delay: 4ms, loss: 0.2}\n  - {at: 3500ms, kind: etcd_compaction}\n" +
+				"  - {at: 4s, kind: shim_slow, delay: 10ms}\n  - {at: 4500ms, kind: shim_fail}\n  - {at: 5s, kind: shim_recover}\n" +
+				"  - {at: 5500ms, kind: reload, router: {picker: kv, kv: {router_temperature: 0.3}}}\n  - {at: 6s, worker: 2, kind: heal}\n"
 		}
 		sc := scenario(t, aggScenario+router+`
 network: {load_jitter: 3ms, load_loss: 0.05}

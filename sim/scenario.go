@@ -224,6 +224,140 @@ type Fault struct {
 	Broker string `yaml:"broker,omitempty"`
 	// Factor multiplies decode step times for slow (default 2).
 	Factor float64 `yaml:"factor,omitempty"`
+	// Duration is how long etcd_restart's outage lasts (default
+	// DefaultEtcdOutage) and how long after lease_expiry the worker
+	// registers again under a new lease (0: never).
+	Duration Duration `yaml:"duration,omitempty"`
+	// Delay is what degrade adds to every message between the router and
+	// the worker's publishers, and shim_slow to every request's hop.
+	Delay Duration `yaml:"delay,omitempty"`
+	// Loss is the probability degrade loses each of those messages, in
+	// [0, 1).
+	Loss float64 `yaml:"loss,omitempty"`
+	// Router holds the settings a reload changes; what it leaves out
+	// stays as it was.
+	Router *ReloadParams `yaml:"router,omitempty"`
+
+	// workerSet: the YAML named a worker, which a fleet-wide fault refuses
+	// (worker: 0 cannot be told from no worker otherwise).
+	workerSet bool
+}
+
+// plainFault is Fault without its YAML methods.
+type plainFault Fault
+
+// UnmarshalYAML decodes a fault (strictly, with the caller's decoder) and
+// notes whether it named a worker.
+func (f *Fault) UnmarshalYAML(unmarshal func(any) error) error {
+	if err := unmarshal((*plainFault)(f)); err != nil {
+		return err
+	}
+	var keys map[string]any
+	if err := unmarshal(&keys); err == nil {
+		_, f.workerSet = keys["worker"]
+	}
+	return nil
+}
+
+// MarshalYAML renders a fault; a fleet-wide one without its worker, so
+// the rendered scenario parses again.
+func (f Fault) MarshalYAML() (any, error) {
+	var n yaml.Node
+	if err := n.Encode(plainFault(f)); err != nil {
+		return nil, err
+	}
+	if f.Kind.FleetWide() && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "worker" {
+				n.Content = append(n.Content[:i], n.Content[i+2:]...)
+				break
+			}
+		}
+	}
+	return &n, nil
+}
+
+// DefaultEtcdOutage is how long an etcd_restart keeps etcd away when the
+// fault names no duration.
+const DefaultEtcdOutage = 2 * time.Second
+
+// ReloadParams are the routing settings a reload fault changes, as a
+// changed configuration file would; each left out keeps its value.
+type ReloadParams struct {
+	Picker       string    `yaml:"picker,omitempty"`
+	MaxStaleness *Duration `yaml:"max_staleness,omitempty"`
+	KV           *KVReload `yaml:"kv,omitempty"`
+}
+
+// KVReload is a partial router.kv: the fields set replace those in force.
+type KVReload struct {
+	OverlapScoreCredit        *float64      `yaml:"overlap_score_credit,omitempty"`
+	PrefillLoadScale          *float64      `yaml:"prefill_load_scale,omitempty"`
+	RouterTemperature         *float64      `yaml:"router_temperature,omitempty"`
+	UseKVEvents               *bool         `yaml:"use_kv_events,omitempty"`
+	PredictedBlockTTL         *Duration     `yaml:"predicted_block_ttl,omitempty"`
+	ConditionalDisaggregation *DisaggReload `yaml:"conditional_disaggregation,omitempty"`
+	TrackActiveBlocks         *bool         `yaml:"track_active_blocks,omitempty"`
+	TrackPrefillTokens        *bool         `yaml:"track_prefill_tokens,omitempty"`
+	TrackOutputBlocks         *bool         `yaml:"track_output_blocks,omitempty"`
+	ExpectedOutputTokens      *int          `yaml:"expected_output_tokens,omitempty"`
+	DecodeActiveRequestWeight *float64      `yaml:"decode_active_request_weight,omitempty"`
+	OverlapScoreCreditDecay   *float64      `yaml:"overlap_score_credit_decay,omitempty"`
+}
+
+// DisaggReload is a partial router.kv.conditional_disaggregation.
+type DisaggReload struct {
+	Enabled             *bool    `yaml:"enabled,omitempty"`
+	DecodeBusyThreshold *float64 `yaml:"decode_busy_threshold,omitempty"`
+}
+
+// Over is base with the fields k sets replaced.
+func (k *KVReload) Over(base KVParams) KVParams {
+	if k == nil {
+		return base
+	}
+	set := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setB := func(dst *bool, v *bool) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	if k.OverlapScoreCredit != nil {
+		v := *k.OverlapScoreCredit
+		base.OverlapScoreCredit = &v
+	}
+	if k.PrefillLoadScale != nil {
+		v := *k.PrefillLoadScale
+		base.PrefillLoadScale = &v
+	}
+	set(&base.RouterTemperature, k.RouterTemperature)
+	if k.UseKVEvents != nil {
+		v := *k.UseKVEvents
+		base.UseKVEvents = &v
+	}
+	if k.PredictedBlockTTL != nil {
+		base.PredictedBlockTTL = *k.PredictedBlockTTL
+	}
+	if d := k.ConditionalDisaggregation; d != nil {
+		setB(&base.ConditionalDisaggregation.Enabled, d.Enabled)
+		if d.DecodeBusyThreshold != nil {
+			v := *d.DecodeBusyThreshold
+			base.ConditionalDisaggregation.DecodeBusyThreshold = &v
+		}
+	}
+	setB(&base.TrackActiveBlocks, k.TrackActiveBlocks)
+	setB(&base.TrackPrefillTokens, k.TrackPrefillTokens)
+	setB(&base.TrackOutputBlocks, k.TrackOutputBlocks)
+	if k.ExpectedOutputTokens != nil {
+		base.ExpectedOutputTokens = *k.ExpectedOutputTokens
+	}
+	set(&base.DecodeActiveRequestWeight, k.DecodeActiveRequestWeight)
+	set(&base.OverlapScoreCreditDecay, k.OverlapScoreCreditDecay)
+	return base
 }
 
 // FaultKind names a fault.
@@ -243,20 +377,46 @@ const (
 	FaultRecover          FaultKind = "recover"           // slow and fail end
 	FaultMalformedRecord  FaultKind = "malformed_record"  // an undecodable discovery record under the worker's prefix
 	FaultPartition        FaultKind = "partition"         // the network between the router and the worker's publishers fails
-	FaultHeal             FaultKind = "heal"              // a partition ends; the subscriptions reconnect
+	FaultHeal             FaultKind = "heal"              // a partition or a degrade ends; the subscriptions reconnect
+
+	FaultLeaseExpiry FaultKind = "lease_expiry" // the worker's lease lapses while it lives; it may register again
+	FaultDegrade     FaultKind = "degrade"      // messages from the worker's publishers are delayed and lost
 
 	FaultKillBroker    FaultKind = "kill_broker"    // the broker's session ends, and every stream it carries
 	FaultRestartBroker FaultKind = "restart_broker" // a new session of the broker (ending a live one first)
 	FaultDrainBroker   FaultKind = "drain_broker"   // nothing new is placed on the broker; its streams run on
+
+	FaultEtcdRestart    FaultKind = "etcd_restart"    // the router's etcd watch breaks for duration, then it relists
+	FaultEtcdCompaction FaultKind = "etcd_compaction" // the router's watch revision is compacted: it relists
+	FaultShimSlow       FaultKind = "shim_slow"       // every request hop through the direct-mode shim takes delay longer
+	FaultShimFail       FaultKind = "shim_fail"       // the shim answers every request with a 5xx
+	FaultShimRecover    FaultKind = "shim_recover"    // shim_slow and shim_fail end
+	FaultReload         FaultKind = "reload"          // the router's configuration changes (router: settings)
 )
 
 var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset,
-	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord, FaultPartition, FaultHeal,
-	FaultKillBroker, FaultRestartBroker, FaultDrainBroker}
+	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord, FaultPartition, FaultHeal, FaultLeaseExpiry, FaultDegrade,
+	FaultKillBroker, FaultRestartBroker, FaultDrainBroker,
+	FaultEtcdRestart, FaultEtcdCompaction, FaultShimSlow, FaultShimFail, FaultShimRecover, FaultReload}
 
 // OfBroker reports whether the fault names a broker rather than a worker.
 func (k FaultKind) OfBroker() bool {
 	return k == FaultKillBroker || k == FaultRestartBroker || k == FaultDrainBroker
+}
+
+// FleetWide reports whether the fault is the router's or its
+// surroundings' rather than one worker's or broker's.
+func (k FaultKind) FleetWide() bool {
+	switch k {
+	case FaultEtcdRestart, FaultEtcdCompaction, FaultShimSlow, FaultShimFail, FaultShimRecover, FaultReload:
+		return true
+	}
+	return false
+}
+
+// ofEtcd reports whether the fault acts on etcd discovery.
+func (k FaultKind) ofEtcd() bool {
+	return k == FaultEtcdRestart || k == FaultEtcdCompaction || k == FaultLeaseExpiry
 }
 
 // SLO bounds used for goodput.
@@ -539,6 +699,11 @@ func (sc *Scenario) defaults() {
 	if sc.Router.ReplicaSync {
 		def(&sc.Router.SyncDelay, DefaultSyncDelay)
 	}
+	for i := range sc.Faults {
+		if sc.Faults[i].Kind == FaultEtcdRestart {
+			def(&sc.Faults[i].Duration, DefaultEtcdOutage)
+		}
+	}
 	for i := range sc.Fleet {
 		g := &sc.Fleet[i]
 		defInt := func(v *int, d int) {
@@ -654,7 +819,7 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 		if f.Broker != "" {
 			bad("faults[%d].broker: only for kill_broker, restart_broker and drain_broker", i)
 		}
-		if f.Worker < 0 || f.Worker >= total {
+		if !f.Kind.FleetWide() && (f.Worker < 0 || f.Worker >= total) {
 			bad("faults[%d].worker: %d is not a fleet index (0..%d)", i, f.Worker, total-1)
 		}
 		known := false
@@ -670,18 +835,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 		if f.Factor < 0 || f.Factor > 1000 || math.IsNaN(f.Factor) {
 			bad("faults[%d].factor: must be in (0, 1000]", i)
 		}
+		errs = append(errs, sc.validateFault(i, f)...)
 	}
-	if ko := sc.Router.KV.Options(); ko.OverlapScoreCredit < 0 || ko.OverlapScoreCredit > 1 || ko.PrefillLoadScale < 0 ||
-		ko.Temperature < 0 || ko.DecodeBusyThreshold != nil && (*ko.DecodeBusyThreshold < 0 || *ko.DecodeBusyThreshold > 1) {
-		bad("router.kv: overlap_score_credit and decode_busy_threshold must be in [0, 1], prefill_load_scale and router_temperature >= 0")
-	}
-	if ttl := sc.Router.KV.PredictedBlockTTL; ttl < 0 || ttl > Duration(24*time.Hour) {
-		bad("router.kv.predicted_block_ttl: must be between 0 (120s) and 24h")
-	}
-	if k := sc.Router.KV; k.ExpectedOutputTokens < 0 || k.DecodeActiveRequestWeight < 0 || math.IsNaN(k.DecodeActiveRequestWeight) ||
-		k.OverlapScoreCreditDecay < 0 || math.IsNaN(k.OverlapScoreCreditDecay) {
-		bad("router.kv: expected_output_tokens, decode_active_request_weight and overlap_score_credit_decay must be >= 0")
-	}
+	errs = append(errs, validateKV("router.kv", sc.Router.KV)...)
 	if sc.SLO.TTFT < 0 || sc.SLO.ITL < 0 || sc.Until < 0 || sc.Warmup < 0 || sc.Router.MaxStaleness < 0 {
 		bad("slo, until and router.max_staleness must be >= 0")
 	}

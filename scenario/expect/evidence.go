@@ -146,6 +146,11 @@ func (c *Collector) Record(out core.Output) {
 		p := Pick{At: at, RequestID: o.RequestID, Decode: c.worker(o.Sel.Decode.WorkerID), Prefill: -1, Reason: o.Sel.DecodeReason}
 		if o.Sel.HasPrefill {
 			p.Prefill = c.worker(o.Sel.Prefill.WorkerID)
+		}
+		// Counted with or without a prefill pin, as the picker's own
+		// metrics count it: no_prefill_pool and conditional_bypass name
+		// selections that pinned no prefill worker.
+		if o.Sel.PrefillReason != "" {
 			c.count("selection.prefill."+o.Sel.PrefillReason, at)
 		}
 		c.count("selection.decode."+o.Sel.DecodeReason, at)

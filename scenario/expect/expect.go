@@ -74,15 +74,20 @@ func (v *Value) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: want a number or a duration", n.Line)
 	}
-	if d, err := time.ParseDuration(n.Value); err == nil {
-		*v = Value{Num: float64(d), IsDuration: true}
+	// A plain number first: time.ParseDuration also accepts a bare "0",
+	// which would make "max: 0" a duration.
+	if f, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("line %d: %q is not a finite number", n.Line, n.Value)
+		}
+		*v = Value{Num: f}
 		return nil
 	}
-	f, err := strconv.ParseFloat(n.Value, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
 		return fmt.Errorf("line %d: %q is neither a number nor a duration", n.Line, n.Value)
 	}
-	*v = Value{Num: f}
+	*v = Value{Num: float64(d), IsDuration: true}
 	return nil
 }
 
