@@ -69,5 +69,5 @@ expect:
 
 	out, err = run(t, "scenario", "validate", "../../scenario/testdata")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "1 scenario files are valid")
+	assert.Contains(t, out, "2 scenario files are valid")
 }
