@@ -207,10 +207,11 @@ func fleetSize(sc *sim.Scenario) int {
 	return n
 }
 
-// latePort forwards to a collector created once the run's fleet is known.
-type latePort struct{ ports []core.Port }
+// teePort hands every output to each of its ports (the recording, then
+// the collector, added once the run has drawn its fleet).
+type teePort struct{ ports []core.Port }
 
-func (p *latePort) Record(out core.Output) {
+func (p *teePort) Record(out core.Output) {
 	for _, q := range p.ports {
 		q.Record(out)
 	}
@@ -225,7 +226,7 @@ func runSim(sc *sim.Scenario, o Options, recordPath string) *ModeResult {
 	m := &ModeResult{Mode: string(Sim)}
 	start := time.Now()
 	defer func() { m.Wall = time.Since(start) }()
-	port := &latePort{}
+	port := &teePort{}
 	var w *recorder.Writer
 	if recordPath != "" {
 		_ = os.Remove(recordPath)
