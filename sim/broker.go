@@ -224,7 +224,7 @@ func (r *Run) relaySubscribe(w *worker, now time.Time) {
 // the subscribe delay, or leaves it pending.
 func (r *Run) open(w *worker, f family, now time.Time) {
 	p := r.pubOf(w, f)
-	if p.subscribed || p.relay.opening || p.relay.waking || !w.alive || w.partitioned || !w.followed {
+	if p.subscribed || p.relay.opening || p.relay.waking || !w.alive || w.cut() || !w.followed {
 		return
 	}
 	b := r.place(p, f)
@@ -243,7 +243,7 @@ func (r *Run) open(w *worker, f family, now time.Time) {
 			return // a new incarnation subscribes itself
 		}
 		p.relay.opening = false
-		if !w.alive || w.partitioned || w.followGen != gen || f == famKV && !r.kvEnabled {
+		if !w.alive || w.cut() || w.followGen != gen || f == famKV && !r.kvEnabled {
 			return
 		}
 		if !b.live || b.session != sess {

@@ -41,6 +41,9 @@ type worker struct {
 	// partitioned: the router cannot reach the worker's publishers; their
 	// messages are lost and its subscriptions have no session.
 	partitioned bool
+	// linkDown: a random link failure (network.link_failures) has broken
+	// the connections, until the router reconnects.
+	linkDown bool
 	// degraded: the network between the router and the worker's
 	// publishers adds degradeDelay to every message and loses each with
 	// probability degradeLoss (degrade, until heal).
@@ -80,8 +83,8 @@ type publisher struct {
 	subscribed bool
 	// relay is the subscription's broker state under the broker transport.
 	relay relay
-	// tail is when the last message sent over a degraded network arrives:
-	// no later message of the stream arrives before it.
+	// tail is when the stream's last message arrives: one TCP connection
+	// delivers in order, so no later message arrives before it.
 	tail time.Time
 }
 
@@ -150,6 +153,10 @@ func newWorker(r *Run, index int, g *WorkerGroup, inGroup int, cfg engine.Config
 	w.records = registrar.Records(w.registrarWorker(), w.id)
 	return w
 }
+
+// cut reports whether the network between the router and w's publishers
+// is down, by a partition fault or a link failure.
+func (w *worker) cut() bool { return w.partitioned || w.linkDown }
 
 // newPublisher starts a new incarnation of the worker's kv_metrics and
 // kv-events publishers (one PUB socket each, as live).

@@ -70,6 +70,8 @@ type Summary struct {
 	Events                            uint64 // loop events fired
 	LoadMessages, KVMessages          uint64
 	KVEvents                          uint64        // engine KV events (published or not)
+	// LinkFailures counts the random link failures (network.link_failures).
+	LinkFailures uint64 `json:",omitempty"`
 	Virtual                           time.Duration // simulated time covered
 	// Resyncs counts the router's etcd relists after its watch broke
 	// (etcd_restart, etcd_compaction); DegradeLost the messages degrade
@@ -98,8 +100,8 @@ type Run struct {
 	// ids draws instance and publisher ids; net draws delays and losses.
 	// Separate streams, so a network setting does not renumber the fleet.
 	ids, net *rand.Rand
-	// syncNet draws replica-sync losses.
-	syncNet *rand.Rand
+	// syncNet draws replica-sync losses; links the random link failures.
+	syncNet, links *rand.Rand
 
 	namespaces []string
 	kvEnabled  bool
@@ -153,6 +155,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
+		links: rand.New(rand.NewPCG(sc.Seed, 0x6c696e6b)),
 		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name), kvParams: sc.Router.KV}
 	if err := r.newReplicas(name); err != nil {
 		return nil, err
@@ -235,6 +238,11 @@ func (r *Run) start() {
 			r.follow(w, now)
 		}
 	})
+	if lf := r.sc.Network.LinkFailures; lf != nil && lf.MeanInterval > 0 {
+		for _, w := range r.workers {
+			r.nextLinkFailure(w, t0)
+		}
+	}
 	for _, f := range r.sc.Faults {
 		f := f
 		if f.Kind.OfBroker() {
@@ -338,7 +346,7 @@ func (r *Run) subscribe(w *worker, now time.Time) {
 	}
 	id, kvID, gen := w.pub.id, w.kvPub.id, w.followGen
 	r.loop.At(now.Add(r.sc.Network.SubscribeDelay.Std()), func(now time.Time) {
-		if !w.alive || w.partitioned || w.followGen != gen {
+		if !w.alive || w.cut() || w.followGen != gen {
 			return
 		}
 		if w.pub.id == id && !w.pub.subscribed {
@@ -363,7 +371,7 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 	}
 	id, car, sess := w.pub.id, w.pub.relay.carrier, w.pub.relay.session
 	r.deliver(w, &w.pub, now, func(at time.Time) {
-		if w.partitioned {
+		if w.cut() {
 			return // lost in the network
 		}
 		if r.brokered() && !w.pub.carries(id, car, sess) {
@@ -381,7 +389,7 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 	}
 	id, car, sess := w.kvPub.id, w.kvPub.relay.carrier, w.kvPub.relay.session
 	r.deliver(w, &w.kvPub, now, func(at time.Time) {
-		if w.partitioned {
+		if w.cut() {
 			return // lost in the network
 		}
 		if r.brokered() && !w.kvPub.carries(id, car, sess) {
@@ -417,9 +425,7 @@ func (r *Run) deliver(w *worker, p *publisher, now time.Time, arrive Action) {
 	if at.Before(p.tail) {
 		at = p.tail
 	}
-	if w.degraded {
-		p.tail = at
-	}
+	p.tail = at
 	r.loop.At(at, arrive)
 }
 
@@ -774,17 +780,17 @@ func (r *Run) inject(f Fault, now time.Time) {
 				DiscoveryRecord: events.DiscoveryRecord{Keyspace: events.Instances, Key: key, Value: []byte("{not json")}}}
 		}, nil)
 	case FaultPartition:
-		if !w.partitioned {
-			w.partitioned = true
-			w.pub.subscribed = false
-			r.kvDisconnected(w, now)
-			r.release(w, now)
+		if !w.cut() {
+			r.disconnect(w, now)
 		}
+		w.partitioned = true
 	case FaultHeal:
 		w.degraded, w.degradeDelay, w.degradeLoss = false, 0, 0
 		if w.partitioned {
 			w.partitioned = false
-			r.subscribe(w, now)
+			if !w.cut() {
+				r.subscribe(w, now)
+			}
 		}
 	case FaultDegrade:
 		w.degraded, w.degradeDelay, w.degradeLoss = true, f.Delay.Std(), f.Loss
@@ -793,6 +799,37 @@ func (r *Run) inject(f Fault, now time.Time) {
 	default:
 		r.log().Warn("unknown fault", "kind", f.Kind)
 	}
+}
+
+// disconnect breaks the router's connections to w's publishers: the
+// kv_metrics subscription ends, the kv-events session ends, and a broker
+// stream carrying either is released.
+func (r *Run) disconnect(w *worker, now time.Time) {
+	w.pub.subscribed = false
+	r.kvDisconnected(w, now)
+	r.release(w, now)
+}
+
+// nextLinkFailure schedules w's next random link failure after an
+// exponential draw from the links stream (network.link_failures). Link
+// failures are background events: they do not keep a finished run going.
+func (r *Run) nextLinkFailure(w *worker, after time.Time) {
+	lf := r.sc.Network.LinkFailures
+	wait := time.Duration(r.links.ExpFloat64() * float64(lf.MeanInterval))
+	r.loop.Background(after.Add(wait), func(now time.Time) {
+		if w.alive && !w.cut() {
+			w.linkDown = true
+			r.summary.LinkFailures++
+			r.disconnect(w, now)
+			r.loop.Background(now.Add(lf.Outage.Std()), func(at time.Time) {
+				w.linkDown = false
+				if w.alive && !w.cut() {
+					r.subscribe(w, at)
+				}
+			})
+		}
+		r.nextLinkFailure(w, now.Add(lf.Outage.Std()))
+	})
 }
 
 // killPod is a killed worker leaving Kubernetes discovery: its Pod turns

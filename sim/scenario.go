@@ -99,13 +99,21 @@ type Network struct {
 	// long after it learns of the channel; samples published before are
 	// lost, as with ZMQ's slow joiner.
 	SubscribeDelay Duration `yaml:"subscribe_delay"`
-	// LoadDelay and LoadJitter: a sample arrives LoadDelay plus a uniform
-	// draw in [0, LoadJitter] after it is published; jitter reorders.
+	// LoadDelay and LoadJitter: a message arrives LoadDelay plus a uniform
+	// draw in [0, LoadJitter] after it is published, and never before the
+	// message its publisher sent earlier: each subscription is one TCP
+	// connection, which delivers in order.
 	LoadDelay  Duration `yaml:"load_delay"`
 	LoadJitter Duration `yaml:"load_jitter"`
-	// LoadLoss is the probability a sample is lost (the router sees a
-	// sequence gap at the next one).
+	// LoadLoss is the probability a message is lost on its own (the router
+	// sees a sequence gap at the next one). One TCP stream does not lose
+	// single messages; this models a lossy relay. LinkFailures models what
+	// a connection does.
 	LoadLoss float64 `yaml:"load_loss"`
+	// LinkFailures breaks the connections between the router and each
+	// worker's publishers at random: what the publishers send until the
+	// router has reconnected and resubscribed is lost.
+	LinkFailures *LinkFailures `yaml:"link_failures,omitempty"`
 	// PublishDebounce: a load change is published this long after it
 	// happens, coalescing changes in between (Dynamo: 1 ms).
 	PublishDebounce Duration `yaml:"publish_debounce"`
@@ -115,6 +123,21 @@ type Network struct {
 	// LeaseTTL: a killed worker's records vanish this long after death.
 	LeaseTTL Duration `yaml:"lease_ttl"`
 }
+
+// LinkFailures are random connection losses between the router and every
+// worker's publishers, each worker's drawn independently: a link breaks
+// after an exponentially distributed time of mean MeanInterval and stays
+// down for Outage (the router's reconnect backoff floor, 500ms, by
+// default), then the router reconnects and resubscribes (after
+// network.subscribe_delay, the slow joiner), as after a partition heals.
+type LinkFailures struct {
+	MeanInterval Duration `yaml:"mean_interval"`
+	Outage       Duration `yaml:"outage,omitempty"`
+}
+
+// DefaultLinkOutage is how long a broken link stays down: the router's
+// subscription reconnect backoff starts at 500ms.
+const DefaultLinkOutage = 500 * time.Millisecond
 
 // Discovery sources a scenario may choose, named as the router's
 // dynamo.discovery.source names them.
@@ -693,6 +716,9 @@ func (sc *Scenario) defaults() {
 	def(&n.PublishDebounce, time.Millisecond)
 	def(&n.RequestDelay, 500*time.Microsecond)
 	def(&n.LeaseTTL, 10*time.Second)
+	if n.LinkFailures != nil {
+		def(&n.LinkFailures.Outage, DefaultLinkOutage)
+	}
 	if sc.Discovery.Kubernetes() {
 		def(&sc.Discovery.ReadinessDelay, DefaultReadinessDelay)
 	}
@@ -793,6 +819,14 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	}
 	if !(n.LoadLoss >= 0 && n.LoadLoss < 1) {
 		bad("network.load_loss: must be in [0, 1)")
+	}
+	if lf := n.LinkFailures; lf != nil {
+		if lf.MeanInterval < Duration(time.Millisecond) {
+			bad("network.link_failures.mean_interval: must be at least 1ms")
+		}
+		if lf.Outage < 0 {
+			bad("network.link_failures.outage: must be >= 0")
+		}
 	}
 	errs = append(errs, sc.validateDiscovery()...)
 	kinds := 0

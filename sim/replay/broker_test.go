@@ -18,7 +18,7 @@ import (
 var withoutBrokers = []struct{ name, yaml, digest string }{
 	{"kv, partition, heal, kill", "picker: kv\n" + scenarioYAML + "  - {at: 4s, worker: 0, kind: partition}\n" +
 		"  - {at: 7s, worker: 0, kind: heal}\n  - {at: 10s, worker: 1, kind: kill}\n",
-		"ca3f037d260f1be698d83016bb3922837ffba5e3f9e740402c8568fc2385d4ca"},
+		"773bc787b89d0115489deb1387c23a1203876ee14832b111f2c3682b8a3a4976"},
 }
 
 func TestRunsWithoutBrokersRecordWhatTheyAlwaysDid(t *testing.T) {
