@@ -69,10 +69,10 @@ type Summary struct {
 	Requests, Served, Failed, Refused int
 	Events                            uint64 // loop events fired
 	LoadMessages, KVMessages          uint64
-	KVEvents                          uint64        // engine KV events (published or not)
+	KVEvents                          uint64 // engine KV events (published or not)
 	// LinkFailures counts the random link failures (network.link_failures).
-	LinkFailures uint64 `json:",omitempty"`
-	Virtual                           time.Duration // simulated time covered
+	LinkFailures uint64        `json:",omitempty"`
+	Virtual      time.Duration // simulated time covered
 	// Resyncs counts the router's etcd relists after its watch broke
 	// (etcd_restart, etcd_compaction); DegradeLost the messages degrade
 	// lost.
@@ -155,7 +155,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
-		links: rand.New(rand.NewPCG(sc.Seed, 0x6c696e6b)),
+		links:      rand.New(rand.NewPCG(sc.Seed, 0x6c696e6b)),
 		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name), kvParams: sc.Router.KV}
 	if err := r.newReplicas(name); err != nil {
 		return nil, err
