@@ -36,6 +36,9 @@ type Comparison struct {
 	// Column heads the runs' name column ("" = "picker"): a comparison of
 	// something else than pickers (router replicas) names its runs.
 	Column string
+	// Tuning, when set, is the knob search the runs come from: index.html and summary.md show
+	// it before the comparison (summary.json does not carry it).
+	Tuning *Tuning
 }
 
 // column is the runs' name column's head.
