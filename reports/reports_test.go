@@ -540,3 +540,42 @@ func TestSummaryJSONCarriesEachRunsRouter(t *testing.T) {
 		t.Errorf("key order:\n%s", s)
 	}
 }
+
+// A search's account comes before the comparison: the trade-off of every evaluated setting, the
+// search's progress and the expected gain of the tuned run over the current one.
+func TestTuningSection(t *testing.T) {
+	tu := &Tuning{Objective: "ttft_p90", Label: "TTFT p90 (ms)", LowerIsBetter: true, Budget: 8, Current: 0, Tuned: 2,
+		CurrentRun: "kv", TunedRun: "kv_tuned", Points: []TunePoint{
+			{PrefillLoadScale: 1, OverlapScoreCredit: 1, Phase: "current", Value: 300},
+			{PrefillLoadScale: 0.25, OverlapScoreCredit: 1, Phase: "grid", Value: 500},
+			{PrefillLoadScale: 8, OverlapScoreCredit: 1, TrackPrefillTokens: true, Phase: "grid", Value: 90},
+			{PrefillLoadScale: 8, OverlapScoreCredit: 0.5, Phase: "refine", Value: 120},
+		}}
+	cur, tuned := run(1, 4, 3), run(1, 4, 1)
+	c := Comparison{Title: "Tuning", Pickers: []Run{{Name: "kv", Summary: cur}, {Name: "kv_tuned", Summary: tuned}}, Tuning: tu}
+	html := string(HTML(c))
+	for _, want := range []string{`id="tuning"`, "TTFT p90 (ms) by prefill_load_scale", "Search progress", `data-series="credit 0.5"`,
+		`data-series="tuned"`, "prefill_load_scale 8, overlap_score_credit 1, router_temperature 0, decode_active_request_weight 0, tracking prefill tokens",
+		"budget 8; the budget ran out"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	// Four points, each drawn once (the current and tuned ones in their own series), plus the
+	// progress chart's four, plus legend dots.
+	if n := strings.Count(html, "<circle cx"); n < 8 {
+		t.Errorf("%d circles", n)
+	}
+	md := string(SummaryMarkdown(c))
+	p90 := func(s stats.Summary) string { return fmtMs(s.TTFT.P90) }
+	for _, want := range []string{"## Tuning: ttft\\_p90", "| figure | kv | kv\\_tuned | change |", "| TTFT p90 | " + p90(cur) + " | " + p90(tuned) + " | "} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, md)
+		}
+	}
+	// Out-of-range indexes leave the section out rather than failing.
+	c.Tuning = &Tuning{Points: tu.Points, Current: 0, Tuned: 9}
+	if strings.Contains(string(HTML(c)), `id="tuning"`) || strings.Contains(string(SummaryMarkdown(c)), "## Tuning") {
+		t.Error("a broken tuning account was shown")
+	}
+}
