@@ -93,6 +93,7 @@ type tuneInput struct {
 	requests   int
 	name       string // the workload, for people
 	seedSource string
+	warning    string // said on stderr before the search
 }
 
 func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
@@ -129,6 +130,7 @@ func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
 		return &exitError{1, err}
 	}
 	current := tune.SettingsOf(in.sc.Router.KV)
+	fmt.Fprint(stderr, in.warning)
 
 	bar := progress.New(stderr, int64(in.requests*(f.budget+1)), fmt.Sprintf("tuning on %d simulations", f.budget+1))
 	w := tune.Workload{Scenario: in.sc, Source: in.source, Progress: func(n int) { bar.Add(int64(n)) }}
@@ -281,7 +283,18 @@ func tuneLoad(f tuneFlags) (*tuneInput, error) {
 			sc.SLO.TTFT, sc.SLO.ITL = b.sloTTFT, b.sloITL
 		}
 	}
-	return &tuneInput{sc: sc, source: rs.Source, requests: len(rs.Requests), name: filepath.Base(f.recording), seedSource: seedSource}, nil
+	in := &tuneInput{sc: sc, source: rs.Source, requests: len(rs.Requests), name: filepath.Base(f.recording), seedSource: seedSource}
+	lengthsOnly := 0
+	for _, r := range rs.Requests {
+		if r.Tokens == nil {
+			lengthsOnly++
+		}
+	}
+	if lengthsOnly > 0 {
+		in.warning = fmt.Sprintf("warning: %d of %d recorded requests have no token ids (recorded with --no-tokens?): their prompts are synthesized and share no prefix, so the search cannot see their cache hits\n",
+			lengthsOnly, len(rs.Requests))
+	}
+	return in, nil
 }
 
 // tuneFleet is the fleet file's scenario, or N aggregated workers, for a

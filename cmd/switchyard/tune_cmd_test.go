@@ -146,6 +146,14 @@ func TestTuneOnARecording(t *testing.T) {
 	_, sum = readTune(t, other)
 	assert.Equal(t, 2, sum.FleetConfig.Workers[0].Count)
 	assert.Equal(t, 120, sum.Pickers["kv_tuned"].Requests)
+
+	// A recording without token ids hides the shared prefixes: said.
+	lengths := filepath.Join(t.TempDir(), "lengths.db")
+	out, err = run(t, "sim", "--scenario", tuneScenarioFile(t, 30), "--record", lengths, "--no-tokens")
+	require.NoError(t, err, out)
+	out, err = run(t, "tune", "--recording", lengths, "--budget", "8", "--out", filepath.Join(t.TempDir(), "lengths"))
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "warning: 30 of 30 recorded requests have no token ids")
 }
 
 func TestTuneRefusesBadFlags(t *testing.T) {
