@@ -38,6 +38,8 @@ type Line struct {
 	Points []stats.Point
 	Dashed bool
 	Step   bool // draw as a step function: each Y holds until the next X
+	// Markers draws a dot at each point and no line (a scatter of evaluated settings).
+	Markers bool
 }
 
 // LineChart is an XY chart with axes, nice ticks, labels and a legend.
@@ -353,7 +355,11 @@ func (c LineChart) SVG() string {
 		if l.Dashed {
 			dash = ` stroke-dasharray="5 3"`
 		}
-		fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2.5"%s/>`, num(x), num(y), num(x+18), num(y), esc(l.Color), dash)
+		if l.Markers {
+			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="4" fill="%s"/>`, num(x+9), num(y), esc(l.Color))
+		} else {
+			fmt.Fprintf(&b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2.5"%s/>`, num(x), num(y), num(x+18), num(y), esc(l.Color), dash)
+		}
 		fmt.Fprintf(&b, `<text x="%s" y="%s">%s</text>`, num(x+22), num(y+4), esc(l.Name))
 	}
 	b.WriteString(`</g>`)
@@ -361,6 +367,10 @@ func (c LineChart) SVG() string {
 	// Lines, clipped to the plot area.
 	fmt.Fprintf(&b, `<g class="lines">`)
 	for _, l := range c.Lines {
+		if l.Markers {
+			markers(&b, l, sx, sy, xhi, yhi, ylo, logX)
+			continue
+		}
 		var pts strings.Builder
 		prevY, have := 0.0, false
 		var prev stats.Point
@@ -418,6 +428,23 @@ func (c LineChart) SVG() string {
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// markers draws a scatter series: a dot per point inside the plot, its values in a tooltip.
+func markers(b *strings.Builder, l Line, sx, sy func(float64) float64, xhi, yhi, ylo float64, logX bool) {
+	fmt.Fprintf(b, `<g class="series" data-series="%s" fill="%s">`, esc(l.Name), esc(l.Color))
+	for _, p := range l.Points {
+		if !finite(p.X) || !finite(p.Y) || (!logX && p.X > xhi) || p.Y > yhi || p.Y < ylo {
+			continue
+		}
+		x, y := sx(p.X), sy(p.Y)
+		if !finite(x) || !finite(y) {
+			continue
+		}
+		fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="4"><title>%s: %s, %s</title></circle>`, num(x), num(y), esc(l.Name),
+			strconv.FormatFloat(p.X, 'g', 4, 64), strconv.FormatFloat(p.Y, 'g', 4, 64))
+	}
+	b.WriteString(`</g>`)
 }
 
 // BarChart is a horizontal grouped bar chart: one group per category, one bar per series.

@@ -75,6 +75,7 @@ func HTML(c Comparison) []byte {
 
 	b.WriteString("<h2 id=\"headline\">Headline</h2>\n")
 	headlineTable(&b, c)
+	tuningHTML(&b, c)
 
 	colors := make([]string, len(c.Pickers))
 	for i := range c.Pickers {

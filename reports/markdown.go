@@ -37,6 +37,10 @@ func SummaryMarkdown(c Comparison) []byte {
 	if len(c.Pickers) == 0 {
 		b.WriteString("\nNo picker runs.\n")
 	}
+	if c.Tuning.ok() {
+		b.WriteString("\n")
+		tuningMarkdown(&b, c)
+	}
 	b.WriteString("\nLatency percentiles are nearest-rank over completed requests. " +
 		"[Definitions](index.html#definitions) of every figure are in index.html and in `docs/reports.md` of the " +
 		"Switchyard source; charts are in [index.html](index.html), machine-readable figures in `summary.json`.\n")

@@ -36,6 +36,9 @@ type Comparison struct {
 	// Column heads the runs' name column ("" = "picker"): a comparison of
 	// something else than pickers (router replicas) names its runs.
 	Column string
+	// Tuning, when set, is the knob search the runs come from: index.html and summary.md show
+	// it before the comparison (summary.json does not carry it).
+	Tuning *Tuning
 }
 
 // column is the runs' name column's head.
@@ -50,6 +53,9 @@ func (c Comparison) column() string {
 type Run struct {
 	Name    string
 	Summary stats.Summary
+	// Router is the routing core's settings for this run (summary.json's router.<name>); nil =
+	// not said, and the run is left out of "router".
+	Router *RunRouter
 }
 
 // Write creates dir (and its parents) and writes index.html, summary.md and summary.json into it,
@@ -99,17 +105,18 @@ func validate(c Comparison) error {
 }
 
 type fileJSON struct {
-	SchemaVersion int                   `json:"schema_version"`
-	Title         string                `json:"title"`
-	Trace         string                `json:"trace"`
-	Fleet         string                `json:"fleet"`
-	FleetConfig   setupJSON             `json:"fleet_config"`
-	Seed          uint64                `json:"seed"`
-	SeedSource    string                `json:"seed_source"`
-	Generated     string                `json:"generated"`
-	SLO           sloJSON               `json:"slo"`
-	PickerOrder   []string              `json:"picker_order"`
-	Pickers       map[string]pickerJSON `json:"pickers"`
+	SchemaVersion int                      `json:"schema_version"`
+	Title         string                   `json:"title"`
+	Trace         string                   `json:"trace"`
+	Fleet         string                   `json:"fleet"`
+	FleetConfig   setupJSON                `json:"fleet_config"`
+	Router        map[string]runRouterJSON `json:"router"`
+	Seed          uint64                   `json:"seed"`
+	SeedSource    string                   `json:"seed_source"`
+	Generated     string                   `json:"generated"`
+	SLO           sloJSON                  `json:"slo"`
+	PickerOrder   []string                 `json:"picker_order"`
+	Pickers       map[string]pickerJSON    `json:"pickers"`
 }
 
 type sloJSON struct {
@@ -185,6 +192,7 @@ func SummaryJSON(c Comparison) ([]byte, error) {
 		Trace:         c.Trace,
 		Fleet:         c.Fleet,
 		FleetConfig:   setupOf(c.Setup),
+		Router:        routersOf(c.Pickers),
 		Seed:          c.Seed,
 		SeedSource:    c.SeedSource,
 		Generated:     c.Generated,

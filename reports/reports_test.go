@@ -482,3 +482,100 @@ func TestSummaryJSONCarriesTheFleetConfig(t *testing.T) {
 		t.Errorf("without a setup:\n%s", js)
 	}
 }
+
+// Each run's router settings are written under its name, as dynamo.kv names them, so two runs of
+// one picker with different knobs never look alike; a run without settings is left out.
+func TestSummaryJSONCarriesEachRunsRouter(t *testing.T) {
+	busy := 0.25
+	c := Comparison{Pickers: []Run{
+		{Name: "round_robin"},
+		{Name: "kv", Router: &RunRouter{Picker: "kv", KVScored: true, KV: KVBlock{OverlapScoreCredit: 1, PrefillLoadScale: 1, UseKVEvents: true}}},
+		{Name: "kv_tuned", Router: &RunRouter{Picker: "kv", KVScored: true, MaxStaleness: 2 * time.Second, Replicas: 2, ReplicaSync: true,
+			SyncDelay: 500 * time.Microsecond, SyncLoss: 0.01,
+			KV: KVBlock{OverlapScoreCredit: 0.75, PrefillLoadScale: 8, RouterTemperature: 0.05, DecodeActiveRequestWeight: 1,
+				TrackActiveBlocks: true, TrackPrefillTokens: true, PredictedBlockTTL: 30 * time.Second,
+				ConditionalDisaggregation: true, DecodeBusyThreshold: &busy}}},
+	}}
+	js, err := SummaryJSON(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Router map[string]struct {
+			Picker         string         `json:"picker"`
+			KVScored       bool           `json:"kv_scored"`
+			MaxStalenessMs float64        `json:"max_staleness_ms"`
+			KV             map[string]any `json:"kv"`
+			Replicas       int            `json:"replicas"`
+			ReplicaSync    bool           `json:"replica_sync"`
+			SyncDelayMs    float64        `json:"sync_delay_ms"`
+			SyncLoss       float64        `json:"sync_loss"`
+		} `json:"router"`
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Router) != 2 {
+		t.Fatalf("router %v", got.Router)
+	}
+	kv, tuned := got.Router["kv"], got.Router["kv_tuned"]
+	if kv.Picker != "kv" || !kv.KVScored || kv.KV["prefill_load_scale"] != 1.0 || kv.KV["use_kv_events"] != true ||
+		kv.KV["predicted_block_ttl_ms"] != 0.0 || kv.Replicas != 1 {
+		t.Errorf("kv %+v", kv)
+	}
+	cd := tuned.KV["conditional_disaggregation"].(map[string]any)
+	if tuned.KV["prefill_load_scale"] != 8.0 || tuned.KV["overlap_score_credit"] != 0.75 || tuned.KV["router_temperature"] != 0.05 ||
+		tuned.KV["decode_active_request_weight"] != 1.0 || tuned.KV["track_active_blocks"] != true || tuned.KV["track_prefill_tokens"] != true ||
+		tuned.KV["track_output_blocks"] != false || tuned.KV["predicted_block_ttl_ms"] != 30000.0 || cd["enabled"] != true ||
+		cd["decode_busy_threshold"] != 0.25 || tuned.MaxStalenessMs != 2000 || tuned.Replicas != 2 || !tuned.ReplicaSync ||
+		tuned.SyncDelayMs != 0.5 || tuned.SyncLoss != 0.01 {
+		t.Errorf("kv_tuned %+v", tuned)
+	}
+	if v, ok := kv.KV["conditional_disaggregation"].(map[string]any)["decode_busy_threshold"]; !ok || v != nil {
+		t.Errorf("no busy check is null, got %v (present %v)", v, ok)
+	}
+	// The top-level key follows fleet_config.
+	s, top := string(js), "\n  \"router\": {"
+	if !(strings.Index(s, `"fleet_config"`) < strings.Index(s, top) && strings.Index(s, top) < strings.Index(s, `"seed"`)) {
+		t.Errorf("key order:\n%s", s)
+	}
+}
+
+// A search's account comes before the comparison: the trade-off of every evaluated setting, the
+// search's progress and the expected gain of the tuned run over the current one.
+func TestTuningSection(t *testing.T) {
+	tu := &Tuning{Objective: "ttft_p90", Label: "TTFT p90 (ms)", LowerIsBetter: true, Budget: 8, Current: 0, Tuned: 2,
+		CurrentRun: "kv", TunedRun: "kv_tuned", Points: []TunePoint{
+			{PrefillLoadScale: 1, OverlapScoreCredit: 1, Phase: "current", Value: 300},
+			{PrefillLoadScale: 0.25, OverlapScoreCredit: 1, Phase: "grid", Value: 500},
+			{PrefillLoadScale: 8, OverlapScoreCredit: 1, TrackPrefillTokens: true, Phase: "grid", Value: 90},
+			{PrefillLoadScale: 8, OverlapScoreCredit: 0.5, Phase: "refine", Value: 120},
+		}}
+	cur, tuned := run(1, 4, 3), run(1, 4, 1)
+	c := Comparison{Title: "Tuning", Pickers: []Run{{Name: "kv", Summary: cur}, {Name: "kv_tuned", Summary: tuned}}, Tuning: tu}
+	html := string(HTML(c))
+	for _, want := range []string{`id="tuning"`, "TTFT p90 (ms) by prefill_load_scale", "Search progress", `data-series="credit 0.5"`,
+		`data-series="tuned"`, "prefill_load_scale 8, overlap_score_credit 1, router_temperature 0, decode_active_request_weight 0, tracking prefill tokens",
+		"budget 8; the budget ran out"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	// Four points, each drawn once (the current and tuned ones in their own series), plus the
+	// progress chart's four, plus legend dots.
+	if n := strings.Count(html, "<circle cx"); n < 8 {
+		t.Errorf("%d circles", n)
+	}
+	md := string(SummaryMarkdown(c))
+	p90 := func(s stats.Summary) string { return fmtMs(s.TTFT.P90) }
+	for _, want := range []string{"## Tuning: ttft\\_p90", "| figure | kv | kv\\_tuned | change |", "| TTFT p90 | " + p90(cur) + " | " + p90(tuned) + " | "} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, md)
+		}
+	}
+	// Out-of-range indexes leave the section out rather than failing.
+	c.Tuning = &Tuning{Points: tu.Points, Current: 0, Tuned: 9}
+	if strings.Contains(string(HTML(c)), `id="tuning"`) || strings.Contains(string(SummaryMarkdown(c)), "## Tuning") {
+		t.Error("a broken tuning account was shown")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"switchyard/internal/progress"
 	"switchyard/internal/traces"
 	"switchyard/reports"
+	"switchyard/router/picker"
 	"switchyard/sim"
 	"switchyard/sim/stats"
 )
@@ -153,7 +154,7 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 		Seed: base.Seed, SeedSource: seedSource, Generated: "switchyard " + version,
 		SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}}
 	for i, r := range results {
-		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: names[i], Summary: r.Stats})
+		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: names[i], Summary: r.Stats, Router: runRouterOf(scs[i])})
 	}
 	if err := reports.Write(out, cmp); err != nil {
 		return err
@@ -253,6 +254,30 @@ func setupOf(sc *sim.Scenario) *reports.Setup {
 		OverlapScoreCredit: ko.OverlapScoreCredit, PrefillLoadScale: ko.PrefillLoadScale, Temperature: ko.Temperature,
 		ConditionalDisaggregation: ko.ConditionalDisagg, DecodeBusyThreshold: ko.DecodeBusyThreshold}}
 	return s
+}
+
+// runRouterOf is what the routing core of sc's run was configured with:
+// its picker and the dynamo.kv block, tracking switches as the picker
+// applies them (the *_tracked pickers force prefill tokens and active
+// blocks on).
+func runRouterOf(sc *sim.Scenario) *reports.RunRouter {
+	o := sc.Router.KV.Options()
+	t := o.Track
+	if sc.Picker == picker.NameLoadTracked || sc.Picker == picker.NameKVTracked {
+		t.ActiveBlocks, t.PrefillTokens = true, true
+	}
+	rr := &reports.RunRouter{Picker: sc.Picker, KVScored: picker.IsKV(sc.Picker), MaxStaleness: sc.Router.MaxStaleness.Std(),
+		KV: reports.KVBlock{OverlapScoreCredit: o.OverlapScoreCredit, PrefillLoadScale: o.PrefillLoadScale,
+			RouterTemperature: o.Temperature, DecodeActiveRequestWeight: o.DecodeActiveRequestWeight,
+			OverlapScoreCreditDecay: o.OverlapScoreCreditDecay, TrackActiveBlocks: t.ActiveBlocks,
+			TrackPrefillTokens: t.PrefillTokens, TrackOutputBlocks: t.OutputBlocks, ExpectedOutputTokens: t.ExpectedOutputTokens,
+			UseKVEvents: !o.PredictCache, PredictedBlockTTL: o.PredictedTTL,
+			ConditionalDisaggregation: o.ConditionalDisagg, DecodeBusyThreshold: o.DecodeBusyThreshold},
+		Replicas: sc.Router.ReplicaCount(), ReplicaSync: sc.Router.ReplicaSync, SyncLoss: sc.Router.SyncLoss}
+	if sc.Router.ReplicaSync {
+		rr.SyncDelay = sc.Router.SyncDelay.Std()
+	}
+	return rr
 }
 
 // benchTracePath is --trace as given when that file exists, otherwise the

@@ -33,6 +33,16 @@ type benchSummary struct {
 			} `json:"kv"`
 		} `json:"router"`
 	} `json:"fleet_config"`
+	Router map[string]struct {
+		Picker   string `json:"picker"`
+		KVScored bool   `json:"kv_scored"`
+		KV       struct {
+			PrefillLoadScale   float64 `json:"prefill_load_scale"`
+			TrackActiveBlocks  bool    `json:"track_active_blocks"`
+			TrackPrefillTokens bool    `json:"track_prefill_tokens"`
+		} `json:"kv"`
+		Replicas int `json:"replicas"`
+	} `json:"router"`
 	Pickers map[string]struct {
 		Requests int `json:"requests"`
 	} `json:"pickers"`
@@ -98,6 +108,30 @@ func TestBenchSummaryDescribesTheFleetsKnobs(t *testing.T) {
 	assert.Equal(t, 16384, w.FleetConfig.Workers[0].TotalKVBlocks)
 	assert.Equal(t, "default", w.SeedSource)
 	assert.NotEqual(t, string(rawA), string(rawB))
+}
+
+// Every picker's router settings are in the summary: the fleet file's
+// dynamo.kv knobs, and the tracking the *_tracked pickers force on.
+func TestBenchSummaryCarriesEachPickersRouter(t *testing.T) {
+	trace := miniTrace(t, 12)
+	fleet := writeFile(t, "fleet.yaml", "fleet:\n  - {role: aggregated, count: 2, total_kv_blocks: 512}\nrouter:\n  kv: {prefill_load_scale: 4}\n")
+	dir := filepath.Join(t.TempDir(), "report")
+	out, err := run(t, "bench", "pickers", "--pickers", "round_robin,kv,kv_tracked", "--out", dir, "--trace", trace, "--fleet", fleet)
+	require.NoError(t, err, out)
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	require.NoError(t, err)
+	var sum benchSummary
+	require.NoError(t, json.Unmarshal(raw, &sum))
+	require.Len(t, sum.Router, 3)
+	rr, kv, tracked := sum.Router["round_robin"], sum.Router["kv"], sum.Router["kv_tracked"]
+	assert.Equal(t, "round_robin", rr.Picker)
+	assert.False(t, rr.KVScored)
+	assert.True(t, kv.KVScored)
+	assert.Equal(t, 4.0, kv.KV.PrefillLoadScale)
+	assert.False(t, kv.KV.TrackActiveBlocks)
+	assert.Equal(t, "kv_tracked", tracked.Picker)
+	assert.True(t, tracked.KV.TrackActiveBlocks && tracked.KV.TrackPrefillTokens, "forced on by the picker")
+	assert.Equal(t, 1, tracked.Replicas)
 }
 
 // A --trace name that is not a file here is looked up in the trace

@@ -157,7 +157,7 @@ func benchReplicas(stdout, stderr io.Writer, f benchReplicasFlags) error {
 		Setup: setup, Seed: base.Seed, SeedSource: "scenario file", Generated: "switchyard " + version,
 		SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}, Column: "router"}
 	for i, r := range results {
-		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: variants[i].name, Summary: r.Stats})
+		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: variants[i].name, Summary: r.Stats, Router: runRouterOf(variants[i].scenario)})
 	}
 	if err := reports.Write(out, cmp); err != nil {
 		return err
