@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -167,10 +168,16 @@ func (e engineGenerator) Config() worker.Config {
 type Member struct {
 	Role   string
 	Worker Generator
-	reg    Registration
 	pub    *publish.Publisher
-	loads  *publish.LoadReporter
 	record registrar.Worker
+	// regMu guards reg, which a re-registration replaces.
+	regMu sync.Mutex
+	reg   Registration
+	// loads and kvs publish under the member's current instance id; a
+	// re-registration replaces them (see Reregister).
+	loads   atomic.Pointer[publish.LoadReporter]
+	kvs     atomic.Pointer[publish.KVReporter]
+	stalled atomic.Bool
 
 	// engine and its kv-events publisher are set only with Spec.Engine.
 	engine *engineworker.Worker
@@ -189,8 +196,8 @@ func (m *Member) channels() []registrar.Channel {
 
 // stop ends the member's publishing and its engine, if any.
 func (m *Member) stop() {
-	if m.loads != nil {
-		m.loads.Close()
+	if l := m.loads.Load(); l != nil {
+		l.Close()
 	}
 	m.pub.Close()
 	if m.engine != nil {
@@ -204,7 +211,13 @@ func (m *Member) PublisherID() uint64 { return m.pub.ID() }
 
 // ID is the member's instance id (its lease id in etcd, the hash of its
 // Pod's name on Kubernetes).
-func (m *Member) ID() uint64 { return m.reg.InstanceID() }
+func (m *Member) ID() uint64 { return m.registration().InstanceID() }
+
+func (m *Member) registration() Registration {
+	m.regMu.Lock()
+	defer m.regMu.Unlock()
+	return m.reg
+}
 
 // Fleet is a running fake fleet.
 type Fleet struct {
@@ -301,29 +314,50 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 		m.stop()
 		return nil, err
 	}
-	m.reg, m.record = reg, rec
+	m.reg, m.record = reg, rec // not shared yet
+	if err := m.report(reg.InstanceID(), s.Fields); err != nil {
+		m.stop()
+		reg.Kill()
+		return nil, err
+	}
 	if m.engine != nil {
 		// The worker id is the lease id, known only now; no request can
 		// have reached the fresh engine yet, so no event is missed.
-		kvs, err := publish.NewKVReporter(m.kvPub, reg.InstanceID())
-		if err != nil {
-			m.stop()
-			reg.Kill()
-			return nil, err
-		}
-		m.engine.OnKVEvents(func(rank uint32, evs []engine.KVEvent) { _ = kvs.Report(rank, evs) })
+		m.engine.OnKVEvents(func(rank uint32, evs []engine.KVEvent) {
+			if k := m.kvs.Load(); k != nil {
+				_ = k.Report(rank, evs)
+			}
+		})
 	}
-	m.loads = publish.NewLoadReporter(pub, reg.InstanceID(), func(rank uint32) publish.Load {
-		l := w.Load(rank)
-		return publish.Load{KVUsedBlocks: l.KVUsedBlocks, ActiveDecodeBlocks: l.ActiveDecodeBlocks, ActivePrefillTokens: l.ActivePrefillTokens}
-	}, s.Fields)
-	w.OnChange(m.loads.Changed)
+	w.OnChange(func(rank uint32) { m.loads.Load().Changed(rank) })
 	f.mu.Lock()
 	f.members[m.ID()] = m
 	f.order = append(f.order, m.ID())
 	f.mu.Unlock()
 	f.log.Info("fake worker started", "role", role, "instance_id", fmt.Sprintf("%x", m.ID()), "publisher_id", pub.ID())
 	return m, nil
+}
+
+// report makes the member publish its load and KV events as instance id,
+// replacing (and closing) the reporters of an earlier identity.
+func (m *Member) report(id uint64, fields publish.Fields) error {
+	if m.kvPub != nil {
+		kvs, err := publish.NewKVReporter(m.kvPub, id)
+		if err != nil {
+			return err
+		}
+		m.kvs.Store(kvs)
+	}
+	w := m.Worker
+	loads := publish.NewLoadReporter(m.pub, id, func(rank uint32) publish.Load {
+		l := w.Load(rank)
+		return publish.Load{KVUsedBlocks: l.KVUsedBlocks, ActiveDecodeBlocks: l.ActiveDecodeBlocks, ActivePrefillTokens: l.ActivePrefillTokens}
+	}, fields)
+	loads.SetStalled(m.stalled.Load())
+	if old := m.loads.Swap(loads); old != nil {
+		old.Close()
+	}
+	return nil
 }
 
 // Members lists the running workers in start order.
@@ -362,7 +396,7 @@ func (f *Fleet) Kill(id uint64) error {
 	f.order = slices.DeleteFunc(f.order, func(x uint64) bool { return x == id })
 	f.mu.Unlock()
 	m.stop()
-	m.reg.Kill()
+	m.registration().Kill()
 	return nil
 }
 
@@ -373,7 +407,8 @@ func (f *Fleet) Stall(id uint64, on bool) error {
 		return err
 	}
 	m.Worker.SetStalled(on)
-	m.loads.SetStalled(on)
+	m.stalled.Store(on)
+	m.loads.Load().SetStalled(on)
 	return nil
 }
 
@@ -388,7 +423,57 @@ func (f *Fleet) RestartPublisher(ctx context.Context, id uint64) error {
 		return err
 	}
 	m.record.Channels = m.channels()
-	return m.reg.Readvertise(ctx, m.record)
+	return m.registration().Readvertise(ctx, m.record)
+}
+
+// ExpireLease ends a worker's registration while it keeps serving and
+// publishing, as when its lease lapses because its keep-alives failed:
+// its records leave discovery at once (the lease is revoked) and are not
+// put back. Reregister registers it again.
+func (f *Fleet) ExpireLease(ctx context.Context, id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	return m.registration().Deregister(ctx)
+}
+
+// Reregister registers a worker whose lease expired under a new
+// registration, as a Dynamo worker does when it gets a new lease: in
+// etcd that is a new lease, so a new instance id, which it returns. The
+// worker's load and KV events are published under the new id from then
+// on, and the frontend finds it by the new id only.
+func (f *Fleet) Reregister(ctx context.Context, id uint64) (uint64, error) {
+	m, err := f.member(id)
+	if err != nil {
+		return 0, err
+	}
+	reg, err := f.registry.Register(ctx, m.record, f.log.With("role", m.Role))
+	if err != nil {
+		return 0, err
+	}
+	next := reg.InstanceID()
+	if err := m.report(next, f.spec.Fields); err != nil {
+		_ = reg.Deregister(ctx)
+		return 0, err
+	}
+	m.regMu.Lock()
+	m.reg = reg
+	m.regMu.Unlock()
+	f.mu.Lock()
+	delete(f.members, id)
+	f.members[next] = m
+	if i := slices.Index(f.order, id); i >= 0 {
+		f.order[i] = next
+	}
+	f.mu.Unlock()
+	if !m.stalled.Load() {
+		for rank := range uint32(max(f.spec.DPSize, 1)) {
+			_ = m.loads.Load().Publish(rank) // the first sample under the new identity
+		}
+	}
+	f.log.Info("fake worker registered again", "role", m.Role, "old_instance_id", fmt.Sprintf("%x", id), "instance_id", fmt.Sprintf("%x", next))
+	return next, nil
 }
 
 // Gap makes a worker's next load message skip a sequence.
@@ -461,7 +546,7 @@ func (f *Fleet) MalformedRecord(ctx context.Context, id uint64) error {
 	if err != nil {
 		return err
 	}
-	return m.reg.PutMalformed(ctx)
+	return m.registration().PutMalformed(ctx)
 }
 
 // Directory is the frontend emulation's view of the fleet.
@@ -477,7 +562,7 @@ func (f *Fleet) Close() {
 	defer cancel()
 	for _, m := range members {
 		m.stop()
-		_ = m.reg.Deregister(ctx)
+		_ = m.registration().Deregister(ctx)
 	}
 }
 

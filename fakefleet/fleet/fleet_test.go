@@ -20,6 +20,7 @@ import (
 	"switchyard/fakefleet/fleet"
 	"switchyard/fakefleet/frontend"
 	"switchyard/router/config"
+	"switchyard/router/load"
 	"switchyard/router/server"
 )
 
@@ -257,4 +258,55 @@ func getMetrics(t *testing.T, base string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
+}
+
+// A lease expiring under a living worker: its records leave discovery at
+// once and stay gone (the keep-alive does not bring them back), while the
+// worker keeps serving; re-registered, it comes back under a new lease,
+// so a new instance id, publishes its load under that id, and is routed
+// to by it.
+func TestLeaseExpiryAndRegistrationUnderANewLease(t *testing.T) {
+	s := start(t, fleet.Spec{Aggregated: 2, SpeedupRatio: 100, LeaseTTL: 2, Engine: true}, "3s")
+	ctx := context.Background()
+	old := s.fleet.Members()[0].ID()
+	other := s.fleet.Members()[1].ID()
+	require.NoError(t, s.fleet.ExpireLease(ctx, old))
+	gone := func() bool {
+		for _, w := range s.router.Discovery().Snapshot().Workers {
+			if w.InstanceID == old {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, "the expired worker to leave discovery", gone)
+	// Longer than the lease TTL: nothing put the records back.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		require.True(t, gone(), "the expired worker's records came back")
+		time.Sleep(100 * time.Millisecond)
+	}
+	d, _, err := s.ask(t, "who serves now?")
+	require.NoError(t, err)
+	require.Equal(t, other, d, "only the registered worker is routed to")
+
+	next, err := s.fleet.Reregister(ctx, old)
+	require.NoError(t, err)
+	require.NotEqual(t, old, next, "a new lease is a new instance id")
+	require.Equal(t, []uint64{next, other}, []uint64{s.fleet.Members()[0].ID(), s.fleet.Members()[1].ID()}, "start order kept")
+	eventually(t, "the worker to return under its new id with a load sample", func() bool {
+		for _, w := range s.router.Discovery().Snapshot().Workers {
+			if w.InstanceID == next {
+				_, ok := s.router.Loads().Latest(load.Key{Namespace: w.Namespace, WorkerID: next})
+				return ok
+			}
+		}
+		return false
+	})
+	require.ErrorIs(t, s.fleet.ExpireLease(ctx, old), fleet.ErrNoWorker, "the old id is gone")
+	require.NoError(t, s.fleet.Stall(other, true))
+	eventually(t, "a request to reach the re-registered worker", func() bool {
+		d, _, err := s.ask(t, "and now?")
+		return err == nil && d == next
+	})
 }

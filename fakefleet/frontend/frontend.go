@@ -49,6 +49,39 @@ type Frontend struct {
 	mux     *http.ServeMux
 	seq     atomic.Uint64 // response ids
 	prompts Prompter      // nil: prompts are estimated, not tokenized
+
+	// Faults of the frontend itself, for every model and worker: delay
+	// is added before each hop to a worker, and while failing every
+	// request is answered 500 without reaching one.
+	delay   atomic.Int64 // nanoseconds
+	failing atomic.Bool
+}
+
+// ShimFailure is the error message of a request refused while failing.
+const ShimFailure = "the direct-mode frontend is failing (injected fault)"
+
+// SetDelay makes every hop to a worker (the prefill hop and the decode
+// hop) wait d first, as a slow frontend would; 0 ends it.
+func (f *Frontend) SetDelay(d time.Duration) { f.delay.Store(int64(max(d, 0))) }
+
+// SetFailing makes the frontend answer every generation request with a
+// 500 before it reaches a worker (on), or serve again.
+func (f *Frontend) SetFailing(on bool) { f.failing.Store(on) }
+
+// hopDelay waits the injected delay before a hop, or until ctx ends.
+func (f *Frontend) hopDelay(ctx context.Context) error {
+	d := time.Duration(f.delay.Load())
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // New makes a frontend over dir; log may be nil.

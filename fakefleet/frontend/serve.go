@@ -48,6 +48,10 @@ func handle[T any, B bodyOf[T]](f *Frontend) http.HandlerFunc {
 }
 
 func (f *Frontend) serve(w http.ResponseWriter, r *http.Request, in input) {
+	if f.failing.Load() {
+		writeError(w, errInternal(ShimFailure))
+		return
+	}
 	if !slices.Contains(f.dir.Models(), in.model) {
 		writeError(w, &apiError{http.StatusNotFound, "model_not_found", "Model not found: " + in.model})
 		return
@@ -119,6 +123,9 @@ func (f *Frontend) lookup(id uint64, model string, prefill bool) (Generator, boo
 func (f *Frontend) generate(ctx context.Context, pl plan, in input, emit func(string) error) (worker.Result, error) {
 	cached := 0
 	if pl.prefill != nil {
+		if err := f.hopDelay(ctx); err != nil {
+			return worker.Result{}, err
+		}
 		req := worker.Request{DPRank: pl.prefillRank, PromptTokens: in.promptTokens, MaxTokens: 1, PromptID: in.promptID, Tokens: in.tokens}
 		if _, err := pl.prefill.Generate(ctx, req, nil); err != nil {
 			return worker.Result{}, &hopError{pl.prefillID, pl.prefillRank, err}
@@ -127,6 +134,9 @@ func (f *Frontend) generate(ctx context.Context, pl plan, in input, emit func(st
 	}
 	req := worker.Request{DPRank: pl.decodeRank, PromptTokens: in.promptTokens, MaxTokens: in.maxTokens, CachedTokens: cached,
 		PromptID: in.promptID, Tokens: in.tokens}
+	if err := f.hopDelay(ctx); err != nil {
+		return worker.Result{}, err
+	}
 	res, err := pl.decode.Generate(ctx, req, emit)
 	if err != nil {
 		return res, &hopError{pl.decodeID, pl.decodeRank, err}

@@ -3,14 +3,12 @@ package live
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -250,36 +248,6 @@ func (s *stack) grantedTTL(ctx context.Context) time.Duration {
 	return time.Duration(r.GrantedTTL) * time.Second
 }
 
-// inject fires sc's faults at Start + at/TimeScale, in time order (ties in
-// declaration order), until ctx ends, and returns them as injected.
-func (s *stack) inject(ctx context.Context, sc *sim.Scenario, o Options, start time.Time) []Injected {
-	faults := slices.Clone(sc.Faults)
-	slices.SortStableFunc(faults, func(a, b sim.Fault) int { return cmp.Compare(a.At, b.At) })
-	var out []Injected
-	for _, f := range faults {
-		if !waitUntil(ctx, start.Add(o.wall(f.At.Std()))) {
-			break
-		}
-		in := Injected{Fault: f, At: time.Now()}
-		var err error
-		if f.Worker < 0 || f.Worker >= len(s.workers) {
-			err = fmt.Errorf("worker %d is not a fleet index", f.Worker)
-		} else {
-			m := s.workers[f.Worker]
-			in.WorkerID = m.id
-			err = s.fault(ctx, m, f)
-		}
-		if err != nil {
-			in.Err = err.Error()
-			o.Log.Warn("live run: fault not injected", "kind", f.Kind, "worker", f.Worker, "error", err)
-		} else {
-			o.Log.Info("live run: fault injected", "kind", f.Kind, "worker", f.Worker, "instance_id", fmt.Sprintf("%x", in.WorkerID))
-		}
-		out = append(out, in)
-	}
-	return out
-}
-
 // fault injects one fault into worker m through its fleet.
 func (s *stack) fault(ctx context.Context, m member, f sim.Fault) error {
 	switch f.Kind {
@@ -309,6 +277,8 @@ func (s *stack) fault(ctx context.Context, m member, f sim.Fault) error {
 		return errors.Join(m.fleet.Fail(m.id, false), m.fleet.SlowBy(m.id, 1))
 	case sim.FaultMalformedRecord:
 		return m.fleet.MalformedRecord(ctx, m.id)
+	case sim.FaultLeaseExpiry:
+		return m.fleet.ExpireLease(ctx, m.id)
 	}
 	return fmt.Errorf("fault %s is not injected live", f.Kind)
 }

@@ -59,7 +59,8 @@ const (
 // Info describes a live run.
 type Info struct {
 	// WorkerIDs are the instance ids in the scenario's declaration order
-	// (groups expanded), as faults index them.
+	// (groups expanded), as faults index them; a worker that registered
+	// again after a lease_expiry is listed under its new id.
 	WorkerIDs []uint64
 	// Start is the wall time scenario time 0 corresponds to: the moment
 	// the router had discovered the fleet and subscribed to it.
@@ -164,6 +165,11 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (Info, error) {
 	}
 	o.Log.Info("live run: fleet started", "scenario", sc.Name, "workers", len(st.workers), "router", st.srv.Addr())
 	runErr := st.run(ctx, sc, o, src, &info)
+	// A worker that registered again after a lease expiry is known by its
+	// new id, as the simulator's run reports it.
+	for i, w := range st.workers {
+		info.WorkerIDs[i] = w.id
+	}
 	stopErr := st.stop()
 	o.Log.Info("live run: done", "scenario", sc.Name, "requests", info.Requests, "faults", len(info.Faults))
 	return info, errors.Join(runErr, stopErr)

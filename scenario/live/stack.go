@@ -38,7 +38,11 @@ type stack struct {
 	groups   []*fleet.Fleet // one per scenario fleet group, in order
 	workers  []member       // declaration order, groups expanded
 	frontend *http.Server
+	fe       *frontend.Frontend
 	feURL    string
+	// settings is the scenario with the router settings in force: a
+	// reload fault merges its own over them.
+	settings sim.Scenario
 	token    string
 	cfg      *config.Config
 	rec      *recorder.Writer
@@ -94,6 +98,7 @@ func (s *stack) startAll(ctx context.Context, sc *sim.Scenario, o Options) error
 	if err := s.startFrontend(sc.Model); err != nil {
 		return err
 	}
+	s.settings = *sc
 	if s.cfg, err = routerConfig(sc, s.token, s.etcd.Endpoint(), s.feURL); err != nil {
 		return err
 	}
@@ -162,9 +167,9 @@ func (s *stack) startFrontend(model string) error {
 		return err
 	}
 	s.feURL = "http://" + ln.Addr().String()
-	fe := frontend.New(directory{groups: s.groups, model: model}, s.log.With("component", "frontend"))
-	fe.UsePrompts(tokenIDs{})
-	s.frontend = &http.Server{Handler: fe, ReadHeaderTimeout: 10 * time.Second}
+	s.fe = frontend.New(directory{groups: s.groups, model: model}, s.log.With("component", "frontend"))
+	s.fe.UsePrompts(tokenIDs{})
+	s.frontend = &http.Server{Handler: s.fe, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.frontend.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("frontend emulation stopped", "error", err)

@@ -31,6 +31,8 @@ var liveFaults = map[sim.FaultKind]bool{
 	sim.FaultKill: true, sim.FaultStall: true, sim.FaultResume: true, sim.FaultRestartPublisher: true,
 	sim.FaultGap: true, sim.FaultMalformed: true, sim.FaultReset: true, sim.FaultSlow: true,
 	sim.FaultFail: true, sim.FaultRecover: true, sim.FaultMalformedRecord: true,
+	sim.FaultLeaseExpiry: true, sim.FaultReload: true,
+	sim.FaultShimSlow: true, sim.FaultShimFail: true, sim.FaultShimRecover: true,
 }
 
 // UnsupportedError names every part of a scenario a live run cannot
@@ -85,6 +87,17 @@ func unsupported(sc *sim.Scenario) []string {
 			no("faults[%d] %s: loopback has no network between the router and a worker's publishers to cut", i, f.Kind)
 		case f.Kind.OfBroker():
 			no("faults[%d] %s: live runs have no brokers", i, f.Kind)
+		case f.Kind == sim.FaultEtcdCompaction:
+			no("faults[%d] %s: etcd cancels only watches behind the compacted revision, and the router's watch on loopback is caught up, "+
+				"so a real compaction does not end it as the simulator models", i, f.Kind)
+		case f.Kind == sim.FaultEtcdRestart:
+			no("faults[%d] %s: stopping the embedded etcd waits its request timeout (about 7 s) for the open watch and keep-alive streams, "+
+				"so an outage as short as the simulator's cannot be had on the same data dir and port", i, f.Kind)
+		case f.Kind == sim.FaultDegrade:
+			no("faults[%d] %s: delaying and losing a chosen share of a worker's messages needs a network shaper between the router and the publisher", i, f.Kind)
+		case f.Kind == sim.FaultReload && f.Router != nil && f.Router.Picker != "" &&
+			f.Router.Picker != picker.NameLoad && f.Router.Picker != picker.NameKV:
+			no("faults[%d] reload to picker %s: the live router selects with load or kv only", i, f.Router.Picker)
 		case !liveFaults[f.Kind]:
 			no("faults[%d] %s: not injected live", i, f.Kind)
 		}
