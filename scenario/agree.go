@@ -25,7 +25,8 @@ type Agreement struct {
 	// SameWorkerPicks is the fraction of requests (matched by arrival
 	// order) pinned to the same decode worker in both runs.
 	SameWorkerPicks float64 `json:"same_worker_picks"`
-	// VerdictsAgree counts expectations with the same verdict in both.
+	// VerdictsAgree counts expectations with the same verdict in both,
+	// of Verdicts judged in both (not skipped in either).
 	VerdictsAgree int `json:"verdicts_agree"`
 	Verdicts      int `json:"verdicts"`
 }
@@ -60,9 +61,12 @@ func Agree(simEv, liveEv *expect.Evidence, n int) *Agreement {
 
 // countVerdicts fills the verdict agreement once both runs are judged.
 func (a *Agreement) countVerdicts(simV, liveV []expect.Verdict) {
-	a.Verdicts = min(len(simV), len(liveV))
-	a.VerdictsAgree = 0
-	for i := 0; i < a.Verdicts; i++ {
+	a.Verdicts, a.VerdictsAgree = 0, 0
+	for i := 0; i < min(len(simV), len(liveV)); i++ {
+		if simV[i].Skipped != "" || liveV[i].Skipped != "" {
+			continue // observed in one mode only
+		}
+		a.Verdicts++
 		if simV[i].OK == liveV[i].OK {
 			a.VerdictsAgree++
 		}

@@ -103,7 +103,11 @@ func suiteOf(r *Result, m *ModeResult) junitSuite {
 	}
 	for _, v := range m.Verdicts {
 		c := junitCase{ClassName: class, Name: v.Title, Time: "0.000"}
-		if !v.OK {
+		switch {
+		case v.Skipped != "":
+			c.Skipped = &junitMessage{Message: v.Message()}
+			s.Skipped++
+		case !v.OK:
 			c.Failure = &junitMessage{Message: v.Message(), Type: "expectation", Text: v.Detail}
 			s.Failures++
 		}

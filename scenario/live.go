@@ -42,6 +42,9 @@ func runLive(ctx context.Context, sc *sim.Scenario, o Options, recordPath string
 		m.Error = "reading the live recording: " + err.Error()
 		return m
 	}
+	// The direct-mode frontend reports no cached tokens, so a live run
+	// cannot tell how much of a prompt its worker had cached.
+	ev.Unobserved = map[string]string{"cache_hit_ratio": "a live run does not observe cached tokens (the frontend does not report them)"}
 	m.Requests = info.Requests
 	for _, r := range ev.Requests {
 		if r.Status == "ok" {

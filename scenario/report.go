@@ -91,7 +91,10 @@ func scenarioHTML(r *Result) []byte {
 		b.WriteString("<table><tr><th>expectation</th><th>verdict</th><th>got</th><th>detail</th></tr>")
 		for _, v := range m.Verdicts {
 			c, w := "pass", "holds"
-			if !v.OK {
+			switch {
+			case v.Skipped != "":
+				c, w = "skip", "skipped: "+v.Skipped
+			case !v.OK:
 				c, w = "fail", "FAILED"
 			}
 			fmt.Fprintf(&b, "<tr><td>%s</td><td class=\"%s\">%s</td><td>%s</td><td>%s</td></tr>", e(v.Title), c, w, e(v.Got), e(v.Detail))

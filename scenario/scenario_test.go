@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard/router/picker"
 )
@@ -163,6 +164,10 @@ func TestBothModesRunAndAgree(t *testing.T) {
 	}
 	if a.PickShareDistance > 0.2 || a.LiveServedRatio < 0.9 {
 		t.Errorf("the runs disagree: %+v", a)
+	}
+	// Read from the recording: the load messages and their results too.
+	if n := r.Live.evidence.Count("load.applied", 0, time.Hour); n < 10 {
+		t.Errorf("the live evidence holds %d applied load messages", n)
 	}
 	if r.Live.Requests != 120 || len(r.Live.evidence.Requests) != 120 {
 		t.Errorf("live sent %d, recorded %d", r.Live.Requests, len(r.Live.evidence.Requests))

@@ -19,12 +19,18 @@ type Verdict struct {
 	// Detail says what the figure was computed over, or why the
 	// expectation failed.
 	Detail string `json:"detail"`
+	// Skipped says why the run could not observe what the expectation
+	// bounds; a skipped verdict neither holds nor fails.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Message is the verdict in one line, naming the expectation.
 func (v Verdict) Message() string {
 	state := "holds"
-	if !v.OK {
+	switch {
+	case v.Skipped != "":
+		return fmt.Sprintf("expectation %q skipped: %s", v.Title, v.Skipped)
+	case !v.OK:
 		state = "FAILED"
 	}
 	return fmt.Sprintf("expectation %q %s: got %s (%s)", v.Title, state, v.Got, v.Detail)
@@ -39,11 +45,11 @@ func Evaluate(exps []Expectation, ev *Evidence) []Verdict {
 	return out
 }
 
-// Failed returns the verdicts that did not hold.
+// Failed returns the verdicts that did not hold (skipped ones aside).
 func Failed(vs []Verdict) []Verdict {
 	var out []Verdict
 	for _, v := range vs {
-		if !v.OK {
+		if !v.OK && v.Skipped == "" {
 			out = append(out, v)
 		}
 	}
@@ -64,6 +70,8 @@ func span(from, to *Value) (time.Duration, time.Duration) {
 func evaluate(e Expectation, ev *Evidence) Verdict {
 	v := Verdict{Title: e.Title()}
 	switch {
+	case e.Metric != "" && ev.Unobserved[e.Metric] != "":
+		v.Got, v.Skipped = "nothing", ev.Unobserved[e.Metric]
 	case e.Metric != "":
 		lo, hi := span(e.From, e.To)
 		got, over, ok := metric(e.Metric, ev, lo, hi)

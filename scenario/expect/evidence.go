@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"switchyard/recorder"
 	"switchyard/router/core"
 	"switchyard/router/events"
 )
@@ -22,6 +23,10 @@ type Evidence struct {
 	End time.Duration
 	// SLO is the latency bound goodput counts against (zero: no bound).
 	SLO SLO
+	// Unobserved names the metrics this run could not observe, with why
+	// (a live run learns no request's cached tokens): an expectation on
+	// one of them is skipped, neither held nor failed.
+	Unobserved map[string]string
 }
 
 // SLO bounds a served request's latencies for goodput.
@@ -131,7 +136,24 @@ func (c *Collector) worker(id uint64) int {
 	return -1
 }
 
-// Record takes one core output.
+// load counts one kv_metrics message by its result, and the sequence gaps
+// on its stream as the load store sees them.
+func (c *Collector) load(m *events.LoadMessage, result string) {
+	at := c.at(m.At)
+	c.count("load."+result, at)
+	if len(m.Frames) >= 3 && len(m.Frames[2]) == 8 {
+		k := loadStream{m.Namespace, m.PublisherID}
+		seq := binary.BigEndian.Uint64(m.Frames[2])
+		if last, ok := c.loadSeq[k]; ok && seq > last+1 {
+			c.count("load.gap", at)
+		}
+		if last, ok := c.loadSeq[k]; !ok || seq > last {
+			c.loadSeq[k] = seq
+		}
+	}
+}
+
+// Record takes one core output, or one entry of a recording.
 func (c *Collector) Record(out core.Output) {
 	switch o := out.(type) {
 	case core.Request:
@@ -169,22 +191,15 @@ func (c *Collector) Record(out core.Output) {
 		}
 		c.count("outcome."+o.Status, at)
 	case core.LoadApplied:
-		if o.Msg == nil {
-			return
+		if o.Msg != nil {
+			c.load(o.Msg, o.Result.String())
 		}
-		at := c.at(o.Msg.At)
-		c.count("load."+o.Result.String(), at)
-		if len(o.Msg.Frames) >= 3 && len(o.Msg.Frames[2]) == 8 {
-			k := loadStream{o.Msg.Namespace, o.Msg.PublisherID}
-			seq := binary.BigEndian.Uint64(o.Msg.Frames[2])
-			if last, ok := c.loadSeq[k]; ok && seq > last+1 {
-				c.count("load.gap", at)
-			}
-			if last, ok := c.loadSeq[k]; !ok || seq > last {
-				c.loadSeq[k] = seq
-			}
-		}
+	case recorder.LoadMessage:
+		// A recording keeps the message and its result's name.
+		c.load(&o.LoadMessage, o.Result)
 	case core.KVApplied:
+		c.count("kv."+o.Result, c.at(o.At))
+	case recorder.KVMessage:
 		c.count("kv."+o.Result, c.at(o.At))
 	case core.ConfigChanged:
 		c.count("config.changed", c.at(o.At))

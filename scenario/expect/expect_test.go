@@ -173,6 +173,18 @@ func TestEvaluateJudgesEachKind(t *testing.T) {
 	}
 }
 
+func TestAnUnobservedMetricIsSkipped(t *testing.T) {
+	ev := evidence()
+	ev.Unobserved = map[string]string{"cache_hit_ratio": "not reported"}
+	vs := Evaluate(parse(t, "- metric: cache_hit_ratio\n  min: 0.9\n- metric: served_ratio\n  min: 0.1\n"), ev)
+	if vs[0].Skipped != "not reported" || len(Failed(vs)) != 0 || !vs[1].OK {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	if !strings.Contains(vs[0].Message(), "skipped: not reported") {
+		t.Errorf("message %q", vs[0].Message())
+	}
+}
+
 func TestTitlesAreWrittenFromTheRule(t *testing.T) {
 	exps := parse(t, `
 - metric: ttft_p90
