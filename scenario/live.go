@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,6 +46,7 @@ func runLive(ctx context.Context, sc *sim.Scenario, o Options, recordPath string
 	// The direct-mode frontend reports no cached tokens, so a live run
 	// cannot tell how much of a prompt its worker had cached.
 	ev.Unobserved = map[string]string{"cache_hit_ratio": "a live run does not observe cached tokens (the frontend does not report them)"}
+	m.Notes = faultNotes(info, sc)
 	m.Requests = info.Requests
 	for _, r := range ev.Requests {
 		if r.Status == "ok" {
@@ -54,4 +56,26 @@ func runLive(ctx context.Context, sc *sim.Scenario, o Options, recordPath string
 	m.evidence = ev
 	m.Verdicts = expectations(sc, ev)
 	return m
+}
+
+// lateFault is how late a live fault may be injected before the result
+// says so: expectations are written in scenario time, so a fault the
+// machine injected late moves every window after it.
+const lateFault = 250 * time.Millisecond
+
+// faultNotes says which faults a live run could not inject on time, or
+// at all.
+func faultNotes(info live.Info, sc *sim.Scenario) []string {
+	var notes []string
+	for _, f := range info.Faults {
+		want := info.Start.Add(time.Duration(float64(f.Fault.At.Std()) / info.TimeScale))
+		switch late := f.At.Sub(want); {
+		case f.Err != "":
+			notes = append(notes, fmt.Sprintf("%s at %s was refused: %s", f.Kind, f.Fault.At.Std(), f.Err))
+		case late > lateFault:
+			notes = append(notes, fmt.Sprintf("%s at %s was injected %s late (a loaded machine)", f.Kind, f.Fault.At.Std(),
+				late.Round(time.Millisecond)))
+		}
+	}
+	return notes
 }

@@ -81,6 +81,9 @@ type ModeResult struct {
 	Requests int              `json:"requests"`
 	Served   int              `json:"served"`
 	Verdicts []expect.Verdict `json:"verdicts"`
+	// Notes are what a reader of the verdicts should know (a live fault
+	// injected late).
+	Notes []string `json:"notes,omitempty"`
 	// Wall is how long the run took; kept out of result.json, which is
 	// the same byte for byte for a seed in sim mode.
 	Wall time.Duration `json:"-"`

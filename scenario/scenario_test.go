@@ -169,7 +169,7 @@ func TestBothModesRunAndAgree(t *testing.T) {
 	if n := r.Live.evidence.Count("load.applied", 0, time.Hour); n < 10 {
 		t.Errorf("the live evidence holds %d applied load messages", n)
 	}
-	if r.Live.Requests != 120 || len(r.Live.evidence.Requests) != 120 {
+	if r.Live.Requests != 200 || len(r.Live.evidence.Requests) != 200 {
 		t.Errorf("live sent %d, recorded %d", r.Live.Requests, len(r.Live.evidence.Requests))
 	}
 	for _, f := range []string{"sim.db", "live.db", "result.json", "index.html"} {

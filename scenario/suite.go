@@ -83,6 +83,11 @@ func Print(w io.Writer, r *Result) {
 			}
 		}
 	}
+	for _, m := range []*ModeResult{r.Sim, r.Live} {
+		for _, n := range m.notes() {
+			fmt.Fprintf(w, "      note (%s): %s\n", m.Mode, n)
+		}
+	}
 	if a := r.Agreement; a != nil {
 		fmt.Fprintf(w, "      sim vs live: served %.3f / %.3f, TTFT p50 %.1f / %.1f ms, p90 %.1f / %.1f ms, pick-share distance %.3f, %d/%d verdicts agree\n",
 			a.SimServedRatio, a.LiveServedRatio, a.SimTTFT.P50, a.LiveTTFT.P50, a.SimTTFT.P90, a.LiveTTFT.P90, a.PickShareDistance, a.VerdictsAgree, a.Verdicts)
@@ -113,4 +118,11 @@ func Count(results []*Result) Tally {
 		}
 	}
 	return t
+}
+
+func (m *ModeResult) notes() []string {
+	if m == nil {
+		return nil
+	}
+	return m.Notes
 }
