@@ -44,7 +44,9 @@ func (c SweepCell) Summary(run string) (stats.Summary, bool) {
 	if !ok {
 		return stats.Summary{}, false
 	}
-	back := func(x pctJSON) stats.Percentiles { return stats.Percentiles{P50: x.P50, P90: x.P90, P99: x.P99, Mean: x.Mean} }
+	back := func(x pctJSON) stats.Percentiles {
+		return stats.Percentiles{P50: x.P50, P90: x.P90, P99: x.P99, Mean: x.Mean}
+	}
 	return stats.Summary{Requests: p.Requests, Completed: p.Completed, Failed: p.Failed, Statuses: p.Statuses, Good: p.Good,
 		DurationS: p.DurationS, TTFT: back(p.TTFT), ITL: back(p.ITL), E2E: back(p.E2E), ThroughputRPS: p.ThroughputRPS,
 		OutputTokensPerS: p.OutputTokensPerS, GoodputRPS: p.GoodputRPS, GoodputRatio: p.GoodputRatio,
@@ -192,15 +194,15 @@ func cmpString(a, b string) int {
 }
 
 type mergedJSON struct {
-	SchemaVersion int                           `json:"schema_version"`
-	Title         string                        `json:"title"`
-	Generated     string                        `json:"generated"`
-	Sweep         sweepJSON                     `json:"sweep"`
-	Found         int                           `json:"found"`
-	Missing       []int                         `json:"missing"`
-	CellOrder     []string                      `json:"cell_order"`
-	Cells         map[string]mergedCellJSON     `json:"cells"`
-	Tuned         *tunedJSON                    `json:"tuned,omitempty"`
+	SchemaVersion int                       `json:"schema_version"`
+	Title         string                    `json:"title"`
+	Generated     string                    `json:"generated"`
+	Sweep         sweepJSON                 `json:"sweep"`
+	Found         int                       `json:"found"`
+	Missing       []int                     `json:"missing"`
+	CellOrder     []string                  `json:"cell_order"`
+	Cells         map[string]mergedCellJSON `json:"cells"`
+	Tuned         *tunedJSON                `json:"tuned,omitempty"`
 }
 
 type mergedCellJSON struct {
@@ -294,4 +296,3 @@ func (s *Sweep) runs() []string {
 	}
 	return out
 }
-

@@ -246,4 +246,3 @@ func cmpFloat(a, b float64) int {
 	}
 	return 0
 }
-
