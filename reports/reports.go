@@ -39,6 +39,8 @@ type Comparison struct {
 	// Tuning, when set, is the knob search the runs come from: index.html and summary.md show
 	// it before the comparison (summary.json does not carry it).
 	Tuning *Tuning
+	// Cell, when set, says which cell of a sweep the comparison is (summary.json's "cell").
+	Cell *Cell
 }
 
 // column is the runs' name column's head.
@@ -117,6 +119,7 @@ type fileJSON struct {
 	SLO           sloJSON                  `json:"slo"`
 	PickerOrder   []string                 `json:"picker_order"`
 	Pickers       map[string]pickerJSON    `json:"pickers"`
+	Cell          *cellJSON                `json:"cell,omitempty"`
 }
 
 type sloJSON struct {
@@ -199,6 +202,7 @@ func SummaryJSON(c Comparison) ([]byte, error) {
 		SLO:           sloJSON{TTFTMs: msOf(c.SLO.TTFT), ITLMs: msOf(c.SLO.ITL)},
 		PickerOrder:   make([]string, 0, len(c.Pickers)),
 		Pickers:       make(map[string]pickerJSON, len(c.Pickers)),
+		Cell:          cellOf(c.Cell),
 	}
 	for _, r := range c.Pickers {
 		s := r.Summary

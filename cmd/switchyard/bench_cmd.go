@@ -17,6 +17,7 @@ import (
 	"switchyard/router/picker"
 	"switchyard/sim"
 	"switchyard/sim/stats"
+	"switchyard/sweep"
 )
 
 func init() { register(newBenchCmd) }
@@ -39,7 +40,12 @@ type benchPickersFlags struct {
 	seedSet                  bool // --seed was given: it overrides the scenario or fleet file's seed
 	speedup                  float64
 	sloTTFT, sloITL          sim.Duration
+	sweep                    sweepFlags
+	cell                     *reports.Cell // the sweep cell this run is, if any
 }
+
+// benchSweepable are the flags a bench pickers sweep may vary.
+var benchSweepable = sweepableFlags("seed", "workers", "trace", "fleet", "scenario", "profile", "limit", "speedup", "slo-ttft", "slo-itl")
 
 func newBenchPickersCmd() *cobra.Command {
 	var f benchPickersFlags
@@ -52,9 +58,24 @@ func newBenchPickersCmd() *cobra.Command {
 			"workers with the default engine model; --fleet FILE takes the fleet, network and\n" +
 			"SLOs of a scenario file (its workload, if any, is replaced by the trace).\n" +
 			"--scenario FILE runs a whole scenario (fleet and workload) once per picker\n" +
-			"instead. A scenario or fleet file's seed is used unless --seed is given.",
+			"instead. A scenario or fleet file's seed is used unless --seed is given.\n" +
+			"--sweep NAME=V1,V2,... (repeatable) makes a grid of such runs: --cell N runs\n" +
+			"cell N here, --emit-job DIR writes a Kubernetes Indexed Job that runs every\n" +
+			"cell, and `switchyard reports merge` joins their reports (docs/sweeps.md).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.sweep.active(cmd.Flags()) {
+				plan, err := newSweepPlan(cmd, "bench pickers", &f.sweep, benchSweepable, newBenchPickersCmd)
+				if err != nil {
+					return &exitError{1, err}
+				}
+				if f.sweep.emitJob != "" {
+					return plan.emitJob(cmd.OutOrStdout(), &f.sweep)
+				}
+				if f.cell, err = plan.apply(cmd, f.sweep.cell, ""); err != nil {
+					return &exitError{1, err}
+				}
+			}
 			f.seedSet = cmd.Flags().Changed("seed")
 			return benchPickers(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
@@ -74,6 +95,7 @@ func newBenchPickersCmd() *cobra.Command {
 	f.sloTTFT, f.sloITL = sim.Duration(2e9), sim.Duration(1e8)
 	fl.Var(durationFlag{&f.sloTTFT}, "slo-ttft", "TTFT bound for goodput (unless the fleet file sets one)")
 	fl.Var(durationFlag{&f.sloITL}, "slo-itl", "ITL bound for goodput (unless the fleet file sets one)")
+	addSweepFlags(fl, &f.sweep)
 	return cmd
 }
 
@@ -152,7 +174,7 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 	setup := setupOf(base)
 	cmp := reports.Comparison{Title: "Picker comparison", Trace: filepath.Base(source), Fleet: setup.Describe(), Setup: setup,
 		Seed: base.Seed, SeedSource: seedSource, Generated: "switchyard " + version,
-		SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}}
+		SLO: stats.SLO{TTFT: base.SLO.TTFT.Std(), ITL: base.SLO.ITL.Std()}, Cell: f.cell}
 	for i, r := range results {
 		cmp.Pickers = append(cmp.Pickers, reports.Run{Name: names[i], Summary: r.Stats, Router: runRouterOf(scs[i])})
 	}
@@ -170,6 +192,9 @@ func benchPickers(stdout, stderr io.Writer, f benchPickersFlags) error {
 			s.HitRatio, s.HitRatioBound, s.Imbalance)
 	}
 	fmt.Fprintf(stdout, "seed: %d (%s)\n", base.Seed, seedSource)
+	if f.cell != nil {
+		fmt.Fprintf(stdout, "cell %d of %d of sweep %s: %s\n", f.cell.Index, f.cell.Cells, f.cell.Sweep, sweep.Key(f.cell.Coordinates))
+	}
 	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(out, "index.html"))
 	return nil
 }

@@ -39,6 +39,7 @@ type tuneFlags struct {
 	objective string
 	budget    int
 	sloSet    bool // --slo-ttft or --slo-itl was given
+	sweep     sweepFlags
 }
 
 func newTuneCmd() *cobra.Command {
@@ -55,9 +56,15 @@ func newTuneCmd() *cobra.Command {
 			"(docs/tune.md); the same inputs and seed give the same result on any number of\n" +
 			"cores. --out gets tuned.yaml (the recommended dynamo.kv block), search.json (every\n" +
 			"evaluated setting in order) and a report folder whose summary.json has the\n" +
-			"bench pickers schema with round_robin, kv (current) and kv_tuned.",
+			"bench pickers schema with round_robin, kv (current) and kv_tuned.\n" +
+			"--emit-job DIR spreads the coarse grid (× any --sweep NAME=V1,V2,...) over a\n" +
+			"Kubernetes Indexed Job instead, one grid point per cell (--cell N runs one here);\n" +
+			"`switchyard reports merge` then recommends from the grid (docs/sweeps.md).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.sweep.active(cmd.Flags()) {
+				return tuneSweep(cmd, f)
+			}
 			fl := cmd.Flags()
 			f.bench.seedSet = fl.Changed("seed")
 			f.sloSet = fl.Changed("slo-ttft") || fl.Changed("slo-itl")
@@ -83,6 +90,7 @@ func newTuneCmd() *cobra.Command {
 	fl.IntVar(&b.parallel, "parallel", runtime.GOMAXPROCS(0), "simulations run at once (the result does not depend on it)")
 	fl.Var(durationFlag{&b.sloTTFT}, "slo-ttft", "TTFT bound for goodput (unless the file sets one; default 2s for the report)")
 	fl.Var(durationFlag{&b.sloITL}, "slo-itl", "ITL bound for goodput (unless the file sets one; default 100ms for the report)")
+	addSweepFlags(fl, &f.sweep)
 	return cmd
 }
 
@@ -96,20 +104,21 @@ type tuneInput struct {
 	warning    string // said on stderr before the search
 }
 
-func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
+// tunePrepare reads and checks what a search or a sweep cell runs on.
+func tunePrepare(f tuneFlags) (*tuneInput, tune.Objective, error) {
 	objective, err := tune.ParseObjective(f.objective)
 	if err != nil {
-		return &exitError{1, fmt.Errorf("--objective: %w", err)}
+		return nil, "", &exitError{1, fmt.Errorf("--objective: %w", err)}
 	}
 	if err := tuneCheckFlags(f); err != nil {
-		return &exitError{1, err}
+		return nil, "", &exitError{1, err}
 	}
 	in, err := tuneLoad(f)
 	if err != nil {
-		return &exitError{1, err}
+		return nil, "", &exitError{1, err}
 	}
 	if objective.NeedsSLO() && in.sc.SLO.TTFT == 0 && in.sc.SLO.ITL == 0 {
-		return &exitError{1, fmt.Errorf("--objective goodput needs SLO bounds: give --slo-ttft and/or --slo-itl, or set slo: in the fleet or scenario file")}
+		return nil, "", &exitError{1, fmt.Errorf("--objective goodput needs SLO bounds: give --slo-ttft and/or --slo-itl, or set slo: in the fleet or scenario file")}
 	}
 	if in.sc.SLO.TTFT == 0 && in.sc.SLO.ITL == 0 {
 		in.sc.SLO.TTFT, in.sc.SLO.ITL = sim.Duration(2e9), sim.Duration(1e8) // bench pickers' report bounds
@@ -117,7 +126,7 @@ func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
 	if f.config != "" {
 		kv, err := tuneConfigKV(f.config)
 		if err != nil {
-			return &exitError{1, err}
+			return nil, "", &exitError{1, err}
 		}
 		in.sc.Router.KV = kv
 	}
@@ -127,7 +136,15 @@ func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
 		check = func() error { _, err := sim.Normalize(in.sc); return err }
 	}
 	if err := check(); err != nil {
-		return &exitError{1, err}
+		return nil, "", &exitError{1, err}
+	}
+	return in, objective, nil
+}
+
+func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
+	in, objective, err := tunePrepare(f)
+	if err != nil {
+		return err
 	}
 	current := tune.SettingsOf(in.sc.Router.KV)
 	fmt.Fprint(stderr, in.warning)
@@ -405,15 +422,20 @@ func tunedYAML(r *tune.Result, in *tuneInput) []byte {
 	if r.Best == r.Current {
 		b.WriteString("# Nothing beat the current settings: they are repeated here.\n")
 	}
+	kvBlockYAML(&b, s)
+	return b.Bytes()
+}
+
+// kvBlockYAML writes the dynamo.kv block of the searched knobs.
+func kvBlockYAML(b *bytes.Buffer, s tune.Settings) {
 	b.WriteString("# Merge into the router configuration's dynamo.kv; its other settings stay as they are.\n")
 	b.WriteString("dynamo:\n  kv:\n")
-	fmt.Fprintf(&b, "    prefill_load_scale: %s # Dynamo's kv_overlap_score_weight\n", fmtKnob(s.PrefillLoadScale))
-	fmt.Fprintf(&b, "    overlap_score_credit: %s\n", fmtKnob(s.OverlapScoreCredit))
-	fmt.Fprintf(&b, "    router_temperature: %s\n", fmtKnob(s.RouterTemperature))
-	fmt.Fprintf(&b, "    decode_active_request_weight: %s\n", fmtKnob(s.DecodeActiveRequestWeight))
-	fmt.Fprintf(&b, "    track_active_blocks: %t\n", s.TrackActiveBlocks)
-	fmt.Fprintf(&b, "    track_prefill_tokens: %t\n", s.TrackPrefillTokens)
-	return b.Bytes()
+	fmt.Fprintf(b, "    prefill_load_scale: %s # Dynamo's kv_overlap_score_weight\n", fmtKnob(s.PrefillLoadScale))
+	fmt.Fprintf(b, "    overlap_score_credit: %s\n", fmtKnob(s.OverlapScoreCredit))
+	fmt.Fprintf(b, "    router_temperature: %s\n", fmtKnob(s.RouterTemperature))
+	fmt.Fprintf(b, "    decode_active_request_weight: %s\n", fmtKnob(s.DecodeActiveRequestWeight))
+	fmt.Fprintf(b, "    track_active_blocks: %t\n", s.TrackActiveBlocks)
+	fmt.Fprintf(b, "    track_prefill_tokens: %t\n", s.TrackPrefillTokens)
 }
 
 type searchFile struct {

@@ -105,3 +105,11 @@ func ladderNeighbours(ladder []float64, v float64) []float64 {
 	}
 	return out
 }
+
+// CoarseGrid is the coarse grid's prefill_load_scale and
+// overlap_score_credit values, the grid a sweep spreads over machines
+// (docs/sweeps.md): the search's own grid stage when its budget allows
+// both credits.
+func CoarseGrid() (scales, credits []float64) {
+	return append([]float64(nil), scaleGrid...), append([]float64(nil), creditGrid...)
+}
