@@ -95,45 +95,91 @@ func BenchmarkApply(b *testing.B) {
 // the ranks hold a prefix of it (lengths spread evenly from half the
 // prompt to all of it) and the rest hold unrelated chains.
 func BenchmarkFindMatches(b *testing.B) {
+	benchFindMatches(b, func(x *Index, p []uint64, out *Matches) { x.FindMatches(p, out) })
+}
+
+// BenchmarkFindMatchesMerge runs the same queries through the previous
+// walk (mergeMatcher), the baseline to read BenchmarkFindMatches against
+// in the same run.
+func BenchmarkFindMatchesMerge(b *testing.B) {
+	var mm mergeMatcher
+	benchFindMatches(b, func(x *Index, p []uint64, out *Matches) { mm.findMatches(x, p, out) })
+}
+
+func benchFindMatches(b *testing.B, find func(*Index, []uint64, *Matches)) {
 	for _, c := range []struct{ blocks, ranks int }{{128, 64}, {128, 1000}, {2048, 64}, {2048, 1000}} {
 		b.Run(fmt.Sprintf("prompt=%d/ranks=%d", c.blocks, c.ranks), func(b *testing.B) {
-			rs := benchRanks(c.ranks)
-			x := NewIndex()
-			x.SetLive(slices.Values(rs))
-			prompt := make([]uint64, c.blocks)
-			for i := range prompt {
-				prompt[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
-			}
-			want := 0
-			for i, r := range rs {
-				n := c.blocks/2 + (i+1)*(c.blocks/2)/c.ranks
-				bs := make([]StoredBlock, n)
-				for j := range bs {
-					tok := prompt[j]
-					if i%10 == 0 {
-						tok = ^prompt[j] // unrelated
-					}
-					bs[j] = StoredBlock{BlockHash: uint64(i)<<32 | uint64(j), TokensHash: tok}
-				}
-				if i%10 != 0 {
-					want++
-				}
-				if res := x.Apply("dynamo", &Event{WorkerID: r.WorkerID, Kind: Stored, Blocks: bs}); res != Applied {
-					b.Fatalf("populate: %v", res)
-				}
-			}
+			x, prompt, want := sharedPromptIndex(b, c.blocks, c.ranks)
 			var out Matches
-			x.FindMatches(prompt, &out)
+			find(x, prompt, &out)
 			if out.Len() != want || out.Longest() != uint32(c.blocks) {
 				b.Fatalf("%d ranks matched (want %d), longest %d", out.Len(), want, out.Longest())
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				x.FindMatches(prompt, &out)
+				find(x, prompt, &out)
 			}
 		})
 	}
+	// Churn: before each query one rank drops and stores again a block in
+	// the middle of the shared prefix, so the owner sets of that node and
+	// of its parent's edge change between queries (two events per query,
+	// their cost included).
+	b.Run("prompt=128/ranks=1000/churn", func(b *testing.B) {
+		x, prompt, _ := sharedPromptIndex(b, 128, 1000)
+		r := benchRanks(1000)[1]
+		rm := &Event{WorkerID: r.WorkerID, Kind: Removed, Removed: []uint64{1<<32 | 40}}
+		st := &Event{WorkerID: r.WorkerID, Kind: Stored, HasParent: true, ParentHash: 1<<32 | 39,
+			Blocks: []StoredBlock{{BlockHash: 1<<32 | 40, TokensHash: prompt[40]}}}
+		var out Matches
+		find(x, prompt, &out)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for k := range b.N {
+			ev := rm
+			if k%2 == 1 {
+				ev = st
+			}
+			if res := x.Apply("dynamo", ev); res != Applied {
+				b.Fatalf("churn: %v", res)
+			}
+			find(x, prompt, &out)
+		}
+	})
+}
+
+// sharedPromptIndex builds BenchmarkFindMatches' index: rank i holds the
+// first blocks/2 + (i+1)·(blocks/2)/ranks blocks of the prompt, under
+// engine hashes i<<32 | depth, except every tenth rank, which holds an
+// unrelated chain. It returns how many ranks match.
+func sharedPromptIndex(b *testing.B, blocks, ranks int) (*Index, []uint64, int) {
+	rs := benchRanks(ranks)
+	x := NewIndex()
+	x.SetLive(slices.Values(rs))
+	prompt := make([]uint64, blocks)
+	for i := range prompt {
+		prompt[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
+	}
+	want := 0
+	for i, r := range rs {
+		n := blocks/2 + (i+1)*(blocks/2)/ranks
+		bs := make([]StoredBlock, n)
+		for j := range bs {
+			tok := prompt[j]
+			if i%10 == 0 {
+				tok = ^prompt[j] // unrelated
+			}
+			bs[j] = StoredBlock{BlockHash: uint64(i)<<32 | uint64(j), TokensHash: tok}
+		}
+		if i%10 != 0 {
+			want++
+		}
+		if res := x.Apply("dynamo", &Event{WorkerID: r.WorkerID, Kind: Stored, Blocks: bs}); res != Applied {
+			b.Fatalf("populate: %v", res)
+		}
+	}
+	return x, prompt, want
 }
 
 // traceOp is one step of a Mooncake replay: a request's FindMatches, or an
