@@ -122,9 +122,10 @@ type node struct {
 	first  int32    // one child (0: none linked), not in the child map
 	nchild int32    // children: first, if any, plus those in the child map
 	owners []uint32 // slots of the ranks owning it, ascending
-	// changed is the epoch of the last change to owners; memo indexes the
-	// cached difference from the parent's owners (0: none). See edgeMemo.
+	// changed is the epoch of the last change to owners; memoAt and memo
+	// cache the difference from the parent's owners (see noMemo).
 	changed uint32
+	memoAt  uint32
 	memo    int32
 }
 
@@ -169,11 +170,12 @@ type Index struct {
 	slots     []rankState
 	freeSlots []uint32 // sorted descending: the lowest free slot is last
 
-	// FindMatches state: the edge memos (memos[0] unused) and their free
-	// list, the owner-change counter that voids them, a per-slot stamp of
-	// the ranks out of the running in the current query, and scratch.
-	memos        []edgeMemo
-	freeMemos    []int32
+	// FindMatches state: the kept edge differences (diffs[0] unused) and
+	// their free list, the owner-change counter that voids them, a
+	// per-slot stamp of the ranks out of the running in the current query,
+	// and scratch.
+	diffs        []edgeDiff
+	freeDiffs    []int32
 	epoch        uint32
 	gone         []uint32
 	query        uint32
@@ -469,7 +471,8 @@ func (x *Index) prune(n int32) {
 			delete(x.children, childKey{uint64(p), nd.hash})
 		}
 		nd.hash, nd.parent = 0, -1
-		x.dropMemo(nd)
+		x.dropDiff(nd)
+		nd.memoAt = 0
 		if cap(nd.owners) >= minShrinkOwners {
 			nd.owners = nil
 		} else {

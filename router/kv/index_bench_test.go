@@ -357,10 +357,13 @@ func heapInUse() int64 {
 // BenchmarkFullIndex fills the index to its ceilings (1,048,576 nodes and
 // 8,388,608 ownerships: 4 groups of 8 ranks, each rank holding its group's
 // 262,144-block chain) and then lets every rank depart. It reports the
-// heap the full index holds and the rates of filling and of clearing.
+// heap the full index holds, the heap one query along every chain adds
+// (the match memos of every edge), and the rates of filling and of
+// clearing.
 func BenchmarkFullIndex(b *testing.B) {
 	rs := benchRanks(32)
 	bs := make([]StoredBlock, 8192)
+	prompt := make([]uint64, MaxBlocksPerRank)
 	for range b.N {
 		b.StopTimer()
 		before := heapInUse()
@@ -391,6 +394,18 @@ func BenchmarkFullIndex(b *testing.B) {
 			b.Fatalf("filled to %d nodes, %d ownerships", st.Nodes, st.Ownerships)
 		}
 		heap := heapInUse() - before
+		// One query along each group's whole chain memoises every edge:
+		// the heap the walk's memos add at most.
+		var out Matches
+		for g := range uint64(4) {
+			for j := range prompt {
+				prompt[j] = g<<40 | uint64(j)
+			}
+			if x.FindMatches(prompt, &out); out.Len() != 8 || out.Longest() != MaxBlocksPerRank {
+				b.Fatalf("group %d: %d ranks matched, longest %d", g, out.Len(), out.Longest())
+			}
+		}
+		memos := heapInUse() - before - heap
 		b.StartTimer()
 		t0 = time.Now()
 		x.SetLive(slices.Values([]Rank(nil)))
@@ -400,6 +415,7 @@ func BenchmarkFullIndex(b *testing.B) {
 			b.Fatalf("after clearing: %+v", st)
 		}
 		b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(memos)/(1<<20), "memo-MiB")
 		b.ReportMetric(MaxIndexOwnerships/fill.Seconds(), "fill-blocks/s")
 		b.ReportMetric(MaxIndexOwnerships/clearing.Seconds(), "clear-blocks/s")
 		b.StartTimer()

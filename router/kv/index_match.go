@@ -39,21 +39,25 @@ func (m *Matches) add(r Rank, blocks uint32) {
 	m.Blocks = append(m.Blocks, blocks)
 }
 
-// edgeMemo caches the difference between a node's owners and its
-// parent's: diff[:split] are the parent's owners the node lacks (the ranks
-// that stop matching on this edge), diff[split:] the node's owners the
-// parent lacks (ranks holding the block without its parent), each
-// ascending. It is valid while neither owner set has changed since epoch
-// at (0: never). A difference larger than the node's owners is not kept
-// (split is bigDiff): merging the two lists then costs no more than the
-// ranks it reports, and keeping it could cost more memory than the owners.
-type edgeMemo struct {
-	at    uint32
+// Each node caches the difference between its owners and its parent's,
+// the ranks that leave or join on the edge above it, as of epoch memoAt
+// (0: never computed). The cache is valid while neither owner set has
+// changed since. node.memo says where the difference is: 0, empty (the
+// common case: every owner of the parent goes on, costing no memory);
+// noMemo, larger than the node's owners and so merged per walk, which
+// then costs no more than the ranks it reports, while keeping it could
+// take more memory than the owners themselves; otherwise an index into
+// Index.diffs.
+const noMemo = -1
+
+// edgeDiff is a kept difference: diff[:split] are the parent's owners the
+// node lacks (the ranks that stop matching on this edge), diff[split:]
+// the node's owners the parent lacks (ranks holding the block without its
+// parent), each ascending.
+type edgeDiff struct {
 	split uint32
 	diff  []uint32
 }
-
-const bigDiff = math.MaxUint32
 
 // FindMatches walks the radix tree from the root along a prompt's block
 // hashes (BlockHashes: the router's LocalBlockHash of each complete block)
@@ -64,7 +68,7 @@ const bigDiff = math.MaxUint32
 // order; that order is a function of the sequence of calls, never of map
 // iteration. The candidates are never copied: they are the current node's
 // owners less the few that own it without having matched down to it. Each
-// edge reports only the ranks that leave or join there (edgeMemo), so the
+// edge reports only the ranks that leave or join there (see noMemo), so the
 // cost is one child lookup per matched depth plus the ranks reported, not
 // depth × ranks; an edge whose owners changed since it was last walked
 // costs one merge of its two owner lists. No allocation in steady state.
@@ -124,28 +128,36 @@ func (x *Index) nextQuery() uint32 {
 }
 
 // edgeDiff returns the owners of parent p that child c lacks (drops) and
-// those of c that p lacks (joins), ascending, from c's memo when it is
+// those of c that p lacks (joins), ascending, from c's cache when it is
 // still valid. The slices are the index's: valid until its next call.
 func (x *Index) edgeDiff(p, c int32) (drops, joins []uint32) {
 	pn, cn := &x.nodes[p], &x.nodes[c]
-	if cn.memo == 0 {
-		cn.memo = x.newMemo()
-	}
-	e := &x.memos[cn.memo]
-	if e.at != 0 && e.at >= pn.changed && e.at >= cn.changed {
-		if e.split != bigDiff {
-			return e.diff[:e.split], e.diff[e.split:]
+	if cn.memoAt != 0 && cn.memoAt >= pn.changed && cn.memoAt >= cn.changed {
+		switch {
+		case cn.memo == 0:
+			return nil, nil
+		case cn.memo == noMemo:
+			return x.mergeDiff(pn.owners, cn.owners)
 		}
-		return x.mergeDiff(pn.owners, cn.owners)
+		e := &x.diffs[cn.memo]
+		return e.diff[:e.split], e.diff[e.split:]
 	}
 	drops, joins = x.mergeDiff(pn.owners, cn.owners)
-	e.at = x.epoch
-	if len(drops)+len(joins) > len(cn.owners) {
-		e.split, e.diff = bigDiff, shrunk(e.diff[:0])
+	cn.memoAt = x.epoch
+	switch n := len(drops) + len(joins); {
+	case n == 0:
+		x.dropDiff(cn)
+		return nil, nil
+	case n > len(cn.owners):
+		x.dropDiff(cn)
+		cn.memo = noMemo
 		return drops, joins
 	}
-	diff := append(append(e.diff[:0], drops...), joins...)
-	e.split, e.diff = uint32(len(drops)), shrunk(diff)
+	if cn.memo <= 0 {
+		cn.memo = x.newDiff()
+	}
+	e := &x.diffs[cn.memo]
+	e.split, e.diff = uint32(len(drops)), shrunk(append(append(e.diff[:0], drops...), joins...))
 	return e.diff[:e.split], e.diff[e.split:]
 }
 
@@ -185,45 +197,42 @@ func shrunk(s []uint32) []uint32 {
 	return s
 }
 
-func (x *Index) newMemo() int32 {
-	if k := len(x.freeMemos); k > 0 {
-		m := x.freeMemos[k-1]
-		x.freeMemos = x.freeMemos[:k-1]
+func (x *Index) newDiff() int32 {
+	if k := len(x.freeDiffs); k > 0 {
+		m := x.freeDiffs[k-1]
+		x.freeDiffs = x.freeDiffs[:k-1]
 		return m
 	}
-	if len(x.memos) == 0 {
-		x.memos = append(x.memos, edgeMemo{}) // 0 means none
+	if len(x.diffs) == 0 {
+		x.diffs = append(x.diffs, edgeDiff{}) // 0 means none
 	}
-	x.memos = append(x.memos, edgeMemo{})
-	return int32(len(x.memos) - 1)
+	x.diffs = append(x.diffs, edgeDiff{})
+	return int32(len(x.diffs) - 1)
 }
 
-// dropMemo frees node n's memo, keeping a small diff array for reuse.
-func (x *Index) dropMemo(nd *node) {
-	if nd.memo == 0 {
-		return
+// dropDiff frees node nd's kept difference, if any, keeping a small diff
+// array for reuse.
+func (x *Index) dropDiff(nd *node) {
+	if nd.memo > 0 {
+		e := &x.diffs[nd.memo]
+		e.split = 0
+		if cap(e.diff) >= minShrinkOwners {
+			e.diff = nil
+		} else {
+			e.diff = e.diff[:0]
+		}
+		x.freeDiffs = append(x.freeDiffs, nd.memo)
 	}
-	e := &x.memos[nd.memo]
-	e.at, e.split = 0, 0
-	if cap(e.diff) >= minShrinkOwners {
-		e.diff = nil
-	} else {
-		e.diff = e.diff[:0]
-	}
-	x.freeMemos = append(x.freeMemos, nd.memo)
 	nd.memo = 0
 }
 
 // ownersChanged stamps node nd's owner set as changed now, which voids the
-// memos of the edge above it and of the edges below it. When the epoch
-// would wrap, every stamp and memo is reset first.
+// cached differences of the edge above it and of the edges below it. When
+// the epoch would wrap, every stamp is reset first.
 func (x *Index) ownersChanged(nd *node) {
 	if x.epoch == math.MaxUint32 {
 		for i := range x.nodes {
-			x.nodes[i].changed = 0
-		}
-		for i := range x.memos {
-			x.memos[i].at = 0
+			x.nodes[i].changed, x.nodes[i].memoAt = 0, 0
 		}
 		x.epoch = 0
 	}

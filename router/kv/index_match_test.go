@@ -8,34 +8,37 @@ import (
 	"testing"
 )
 
-// checkMemos verifies that every edge memo the index would trust equals a
-// fresh merge of the two owner lists, that a kept difference is no larger
-// than the node's owners, and that the memo free list is consistent.
+// checkMemos verifies that every edge difference the index would trust
+// equals a fresh merge of the two owner lists, that a kept difference is
+// no larger than the node's owners, and that the free list is consistent.
 func checkMemos(x *Index) error {
 	used := map[int32]int32{}
 	kept, owners := 0, 0
 	for i := 1; i < len(x.nodes); i++ {
 		nd := &x.nodes[i]
 		owners += len(nd.owners)
-		if nd.changed > x.epoch {
-			return fmt.Errorf("node %d changed at %d, after the epoch %d", i, nd.changed, x.epoch)
-		}
-		if nd.memo == 0 {
-			continue
+		if nd.changed > x.epoch || nd.memoAt > x.epoch {
+			return fmt.Errorf("node %d stamped %d/%d, after the epoch %d", i, nd.changed, nd.memoAt, x.epoch)
 		}
 		if nd.parent < 0 {
-			return fmt.Errorf("freed node %d keeps memo %d", i, nd.memo)
+			if nd.memo != 0 || nd.memoAt != 0 {
+				return fmt.Errorf("freed node %d keeps memo %d at %d", i, nd.memo, nd.memoAt)
+			}
+			continue
 		}
-		if int(nd.memo) >= len(x.memos) || nd.memo < 0 {
-			return fmt.Errorf("node %d names memo %d of %d", i, nd.memo, len(x.memos))
+		if nd.memo > 0 {
+			if int(nd.memo) >= len(x.diffs) {
+				return fmt.Errorf("node %d names diff %d of %d", i, nd.memo, len(x.diffs))
+			}
+			if other, dup := used[nd.memo]; dup {
+				return fmt.Errorf("diff %d shared by nodes %d and %d", nd.memo, other, i)
+			}
+			used[nd.memo] = int32(i)
+		} else if nd.memo != 0 && nd.memo != noMemo {
+			return fmt.Errorf("node %d: memo %d", i, nd.memo)
 		}
-		if other, dup := used[nd.memo]; dup {
-			return fmt.Errorf("memo %d shared by nodes %d and %d", nd.memo, other, i)
-		}
-		used[nd.memo] = int32(i)
-		e := &x.memos[nd.memo]
 		p := &x.nodes[nd.parent]
-		if e.at == 0 || e.at < p.changed || e.at < nd.changed {
+		if nd.memoAt == 0 || nd.memoAt < p.changed || nd.memoAt < nd.changed {
 			continue // void: recomputed on the next walk
 		}
 		var drops, joins []uint32
@@ -49,27 +52,29 @@ func checkMemos(x *Index) error {
 				joins = append(joins, s)
 			}
 		}
-		if e.split == bigDiff {
-			if len(drops)+len(joins) <= len(nd.owners) {
-				return fmt.Errorf("node %d: difference %d+%d marked too big for %d owners", i, len(drops), len(joins), len(nd.owners))
+		switch n := len(drops) + len(joins); {
+		case nd.memo == 0 && n != 0:
+			return fmt.Errorf("node %d: no difference kept, want drops %v joins %v", i, drops, joins)
+		case nd.memo == noMemo && n <= len(nd.owners):
+			return fmt.Errorf("node %d: difference %d+%d not kept for %d owners", i, len(drops), len(joins), len(nd.owners))
+		case nd.memo > 0:
+			e := &x.diffs[nd.memo]
+			if n == 0 || int(e.split) > len(e.diff) || !slices.Equal(e.diff[:e.split], drops) || !slices.Equal(e.diff[e.split:], joins) {
+				return fmt.Errorf("node %d: kept %v split %d, want drops %v joins %v", i, e.diff, e.split, drops, joins)
 			}
-			continue
+			kept += len(e.diff)
 		}
-		if int(e.split) > len(e.diff) || !slices.Equal(e.diff[:e.split], drops) || !slices.Equal(e.diff[e.split:], joins) {
-			return fmt.Errorf("node %d: memo %v split %d, want drops %v joins %v", i, e.diff, e.split, drops, joins)
-		}
-		kept += len(e.diff)
 	}
 	if kept > owners {
-		return fmt.Errorf("memos keep %d slots, more than the %d ownerships of nodes", kept, owners)
+		return fmt.Errorf("differences keep %d slots, more than the %d ownerships of nodes", kept, owners)
 	}
-	for _, m := range x.freeMemos {
-		if _, ok := used[m]; ok || m <= 0 || int(m) >= len(x.memos) {
-			return fmt.Errorf("free memo %d is in use or out of range", m)
+	for _, m := range x.freeDiffs {
+		if _, ok := used[m]; ok || m <= 0 || int(m) >= len(x.diffs) {
+			return fmt.Errorf("free diff %d is in use or out of range", m)
 		}
 	}
-	if len(x.memos) > 0 && len(used)+len(x.freeMemos) != len(x.memos)-1 {
-		return fmt.Errorf("%d memos in use and %d free of %d", len(used), len(x.freeMemos), len(x.memos)-1)
+	if len(x.diffs) > 0 && len(used)+len(x.freeDiffs) != len(x.diffs)-1 {
+		return fmt.Errorf("%d diffs in use and %d free of %d", len(used), len(x.freeDiffs), len(x.diffs)-1)
 	}
 	return nil
 }
@@ -210,10 +215,7 @@ func TestFindMatchesCountersWrap(t *testing.T) {
 	// Jump both counters next to their end, keeping the recorded stamps
 	// below them as they would be.
 	for i := range x.nodes {
-		x.nodes[i].changed = min(x.nodes[i].changed, 1)
-	}
-	for i := range x.memos {
-		x.memos[i].at = 0
+		x.nodes[i].changed, x.nodes[i].memoAt = min(x.nodes[i].changed, 1), 0
 	}
 	x.epoch = math.MaxUint32 - 5
 	for i := range x.gone {
@@ -255,6 +257,10 @@ func TestFindMatchesRankJoiningBelowHole(t *testing.T) {
 	if got := []uint32{1, 3, 4}; !slices.Equal(out.Blocks, got) {
 		t.Fatalf("scores %v, want %v", out.Blocks, got)
 	}
+	// Three edges differ (C leaves, C joins, B leaves) and are kept.
+	if len(x.diffs)-1-len(x.freeDiffs) != 3 {
+		t.Fatalf("%d differences kept, want 3", len(x.diffs)-1-len(x.freeDiffs))
+	}
 }
 
 // An edge where most of the parent's owners stop is merged per walk, not
@@ -274,8 +280,8 @@ func TestFindMatchesWideDropNotKept(t *testing.T) {
 		}
 	}
 	n, _ := x.child(x.nodes[0].first, 2)
-	if e := x.memos[x.nodes[n].memo]; e.split != bigDiff || len(e.diff) != 0 {
-		t.Fatalf("wide drop kept: split %d, diff %v", e.split, e.diff)
+	if m := x.nodes[n].memo; m != noMemo || len(x.diffs) != 0 {
+		t.Fatalf("wide drop kept: memo %d, %d diffs", m, len(x.diffs))
 	}
 	if out.Len() != 50 || out.Of(ranks[7]) != 2 || out.Of(ranks[8]) != 1 {
 		t.Fatalf("matches %v %v", out.Ranks, out.Blocks)
