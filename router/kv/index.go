@@ -119,12 +119,13 @@ type childKey struct {
 type node struct {
 	hash   uint64 // tokens_hash; the key under its parent
 	parent int32
-	first  int32    // one child (0: none linked), not in the child map
-	nchild int32    // children: first, if any, plus those in the child map
-	owners []uint32 // slots of the ranks owning it, ascending
+	first  int32 // one child (0: none linked), not in the child map
+	nchild int32 // children: first, if any, plus those in the child map
 	// changed is the epoch of the last change to owners; memoAt and memo
-	// cache the difference from the parent's owners (see noMemo).
+	// cache the difference from the parent's owners (see noMemo). The
+	// order of the fields keeps a node at 56 bytes.
 	changed uint32
+	owners  []uint32 // slots of the ranks owning it, ascending
 	memoAt  uint32
 	memo    int32
 }
