@@ -281,10 +281,14 @@ func readMooncake(b *testing.B) [][]uint64 {
 	return lines
 }
 
-// replay runs ops against a fresh index. It returns the blocks of the
-// requests matched by their best worker and, if timed, each FindMatches'
-// duration.
-func replay(tb testing.TB, ops []traceOp, workers int, timed bool) (matched int, lat []time.Duration) {
+// matchFunc is a prefix match under test: the index's FindMatches or the
+// previous merge walk.
+type matchFunc func(x *Index, prompt []uint64, out *Matches)
+
+// replay runs ops against a fresh index, matching with find. It returns
+// the blocks of the requests matched by their best worker and, if timed,
+// each match's duration.
+func replay(tb testing.TB, ops []traceOp, workers int, find matchFunc, timed bool) (matched int, lat []time.Duration) {
 	x := NewIndex()
 	x.SetLive(slices.Values(benchRanks(workers)))
 	var out Matches
@@ -298,10 +302,10 @@ func replay(tb testing.TB, ops []traceOp, workers int, timed bool) (matched int,
 		}
 		if timed {
 			t0 := time.Now()
-			x.FindMatches(op.prompt, &out)
+			find(x, op.prompt, &out)
 			lat = append(lat, time.Since(t0))
 		} else {
-			x.FindMatches(op.prompt, &out)
+			find(x, op.prompt, &out)
 		}
 		matched += int(out.Longest())
 	}
@@ -314,6 +318,18 @@ func replay(tb testing.TB, ops []traceOp, workers int, timed bool) (matched int,
 // ops/s counts events and requests; the find-p99 metric is one
 // FindMatches' 99th-percentile latency over the whole replay.
 func BenchmarkMooncake(b *testing.B) {
+	benchMooncake(b, func(x *Index, p []uint64, out *Matches) { x.FindMatches(p, out) })
+}
+
+// BenchmarkMooncakeMerge replays the same streams matching with the
+// previous merge walk (mergeMatcher): the baseline of BenchmarkMooncake in
+// the same run.
+func BenchmarkMooncakeMerge(b *testing.B) {
+	var mm mergeMatcher
+	benchMooncake(b, func(x *Index, p []uint64, out *Matches) { mm.findMatches(x, p, out) })
+}
+
+func benchMooncake(b *testing.B, find matchFunc) {
 	lines := readMooncake(b)
 	prompts := 0
 	for _, l := range lines {
@@ -326,14 +342,14 @@ func BenchmarkMooncake(b *testing.B) {
 			for _, op := range ops {
 				blocks += len(op.ev.Blocks) + len(op.ev.Removed)
 			}
-			replay(b, ops, c.workers, false) // warm the CPU caches and the heap
-			matched, lat := replay(b, ops, c.workers, true)
+			replay(b, ops, c.workers, find, false) // warm the CPU caches and the heap
+			matched, lat := replay(b, ops, c.workers, find, true)
 			slices.Sort(lat)
 			q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				replay(b, ops, c.workers, false)
+				replay(b, ops, c.workers, find, false)
 			}
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(b.N)*float64(len(ops))/sec, "ops/s")
