@@ -1,6 +1,9 @@
 package kv
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Matches is FindMatches' answer: parallel slices, Ranks[i] holds the
 // first Blocks[i] blocks of the prompt contiguously from the start. Ranks
@@ -142,8 +145,12 @@ func (x *Index) edgeDiff(p, c int32) (drops, joins []uint32) {
 		e := &x.diffs[cn.memo]
 		return e.diff[:e.split], e.diff[e.split:]
 	}
-	drops, joins = x.mergeDiff(pn.owners, cn.owners)
 	cn.memoAt = x.epoch
+	if slices.Equal(pn.owners, cn.owners) { // the common case, compared at memory speed
+		x.dropDiff(cn)
+		return nil, nil
+	}
+	drops, joins = x.mergeDiff(pn.owners, cn.owners)
 	switch n := len(drops) + len(joins); {
 	case n == 0:
 		x.dropDiff(cn)
