@@ -151,11 +151,7 @@ func (x *Index) edgeDiff(p, c int32) (drops, joins []uint32) {
 		return nil, nil
 	}
 	drops, joins = x.mergeDiff(pn.owners, cn.owners)
-	switch n := len(drops) + len(joins); {
-	case n == 0:
-		x.dropDiff(cn)
-		return nil, nil
-	case n > len(cn.owners):
+	if len(drops)+len(joins) > len(cn.owners) {
 		x.dropDiff(cn)
 		cn.memo = noMemo
 		return drops, joins
