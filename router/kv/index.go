@@ -119,9 +119,15 @@ type childKey struct {
 type node struct {
 	hash   uint64 // tokens_hash; the key under its parent
 	parent int32
-	first  int32    // one child (0: none linked), not in the child map
-	nchild int32    // children: first, if any, plus those in the child map
-	owners []uint32 // slots of the ranks owning it, ascending
+	first  int32 // one child (0: none linked), not in the child map
+	nchild int32 // children: first, if any, plus those in the child map
+	// changed is the epoch of the last change to owners; memoAt and memo
+	// cache the difference from the parent's owners (see noMemo). The
+	// order of the fields keeps a node at 56 bytes.
+	changed uint32
+	owners  []uint32 // slots of the ranks owning it, ascending
+	memoAt  uint32
+	memo    int32
 }
 
 // rankState is one live rank: its block lookup (engine block_hash to
@@ -151,7 +157,7 @@ const (
 // hold which prefixes of token blocks. It is a pure state machine: no
 // goroutines, no clock, no locking. Like the rest of the core it belongs to
 // one goroutine at a time; the host serialises Apply, SetLive, ClearRank,
-// FindMatches and Stats (FindMatches too mutates scratch state).
+// FindMatches and Stats (FindMatches too updates its caches and scratch).
 type Index struct {
 	lim limits
 
@@ -165,7 +171,16 @@ type Index struct {
 	slots     []rankState
 	freeSlots []uint32 // sorted descending: the lowest free slot is last
 
-	active []uint32 // FindMatches scratch
+	// FindMatches state: the kept edge differences (diffs[0] unused) and
+	// their free list, the owner-change counter that voids them, a
+	// per-slot stamp of the ranks out of the running in the current query,
+	// and scratch.
+	diffs        []edgeDiff
+	freeDiffs    []int32
+	epoch        uint32
+	gone         []uint32
+	query        uint32
+	onlyA, onlyB []uint32
 }
 
 // NewIndex returns an empty index that admits no rank until SetLive.
@@ -223,6 +238,9 @@ func (x *Index) SetLive(live iter.Seq[Rank]) (refused int) {
 		}
 		x.slots[s] = rankState{rank: r}
 		x.ranks[r] = s
+	}
+	if n := len(x.slots) - len(x.gone); n > 0 {
+		x.gone = append(x.gone, make([]uint32, n)...)
 	}
 	return refused
 }
@@ -360,6 +378,7 @@ func (x *Index) place(s uint32, rs *rankState, cur int32, b StoredBlock) (int32,
 	} else {
 		n := &x.nodes[child]
 		n.owners = slices.Insert(n.owners, pos, s)
+		x.ownersChanged(n)
 	}
 	rs.blocks[b.BlockHash] = child
 	rs.peak = max(rs.peak, len(rs.blocks))
@@ -433,6 +452,7 @@ func (x *Index) release(s uint32, rs *rankState, n int32) {
 		return // unreachable while the invariants hold
 	}
 	nd.owners = slices.Delete(nd.owners, pos, pos+1)
+	x.ownersChanged(nd)
 	if c := cap(nd.owners); c >= minShrinkOwners && len(nd.owners) < c/4 {
 		nd.owners = slices.Clone(nd.owners)
 	}
@@ -452,6 +472,8 @@ func (x *Index) prune(n int32) {
 			delete(x.children, childKey{uint64(p), nd.hash})
 		}
 		nd.hash, nd.parent = 0, -1
+		x.dropDiff(nd)
+		nd.memoAt = 0
 		if cap(nd.owners) >= minShrinkOwners {
 			nd.owners = nil
 		} else {
@@ -474,7 +496,7 @@ func (x *Index) newNode(parent int32, hash uint64) int32 {
 		x.nodes = append(x.nodes, node{})
 	}
 	nd := &x.nodes[n]
-	nd.hash, nd.parent, nd.first, nd.nchild = hash, parent, 0, 0
+	nd.hash, nd.parent, nd.first, nd.nchild, nd.changed = hash, parent, 0, 0, 0
 	p := &x.nodes[parent]
 	if p.first == 0 {
 		p.first = n

@@ -95,45 +95,91 @@ func BenchmarkApply(b *testing.B) {
 // the ranks hold a prefix of it (lengths spread evenly from half the
 // prompt to all of it) and the rest hold unrelated chains.
 func BenchmarkFindMatches(b *testing.B) {
+	benchFindMatches(b, func(x *Index, p []uint64, out *Matches) { x.FindMatches(p, out) })
+}
+
+// BenchmarkFindMatchesMerge runs the same queries through the previous
+// walk (mergeMatcher), the baseline to read BenchmarkFindMatches against
+// in the same run.
+func BenchmarkFindMatchesMerge(b *testing.B) {
+	var mm mergeMatcher
+	benchFindMatches(b, func(x *Index, p []uint64, out *Matches) { mm.findMatches(x, p, out) })
+}
+
+func benchFindMatches(b *testing.B, find func(*Index, []uint64, *Matches)) {
 	for _, c := range []struct{ blocks, ranks int }{{128, 64}, {128, 1000}, {2048, 64}, {2048, 1000}} {
 		b.Run(fmt.Sprintf("prompt=%d/ranks=%d", c.blocks, c.ranks), func(b *testing.B) {
-			rs := benchRanks(c.ranks)
-			x := NewIndex()
-			x.SetLive(slices.Values(rs))
-			prompt := make([]uint64, c.blocks)
-			for i := range prompt {
-				prompt[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
-			}
-			want := 0
-			for i, r := range rs {
-				n := c.blocks/2 + (i+1)*(c.blocks/2)/c.ranks
-				bs := make([]StoredBlock, n)
-				for j := range bs {
-					tok := prompt[j]
-					if i%10 == 0 {
-						tok = ^prompt[j] // unrelated
-					}
-					bs[j] = StoredBlock{BlockHash: uint64(i)<<32 | uint64(j), TokensHash: tok}
-				}
-				if i%10 != 0 {
-					want++
-				}
-				if res := x.Apply("dynamo", &Event{WorkerID: r.WorkerID, Kind: Stored, Blocks: bs}); res != Applied {
-					b.Fatalf("populate: %v", res)
-				}
-			}
+			x, prompt, want := sharedPromptIndex(b, c.blocks, c.ranks)
 			var out Matches
-			x.FindMatches(prompt, &out)
+			find(x, prompt, &out)
 			if out.Len() != want || out.Longest() != uint32(c.blocks) {
 				b.Fatalf("%d ranks matched (want %d), longest %d", out.Len(), want, out.Longest())
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				x.FindMatches(prompt, &out)
+				find(x, prompt, &out)
 			}
 		})
 	}
+	// Churn: before each query one rank drops and stores again a block in
+	// the middle of the shared prefix, so the owner sets of that node and
+	// of its parent's edge change between queries (two events per query,
+	// their cost included).
+	b.Run("prompt=128/ranks=1000/churn", func(b *testing.B) {
+		x, prompt, _ := sharedPromptIndex(b, 128, 1000)
+		r := benchRanks(1000)[1]
+		rm := &Event{WorkerID: r.WorkerID, Kind: Removed, Removed: []uint64{1<<32 | 40}}
+		st := &Event{WorkerID: r.WorkerID, Kind: Stored, HasParent: true, ParentHash: 1<<32 | 39,
+			Blocks: []StoredBlock{{BlockHash: 1<<32 | 40, TokensHash: prompt[40]}}}
+		var out Matches
+		find(x, prompt, &out)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for k := range b.N {
+			ev := rm
+			if k%2 == 1 {
+				ev = st
+			}
+			if res := x.Apply("dynamo", ev); res != Applied {
+				b.Fatalf("churn: %v", res)
+			}
+			find(x, prompt, &out)
+		}
+	})
+}
+
+// sharedPromptIndex builds BenchmarkFindMatches' index: rank i holds the
+// first blocks/2 + (i+1)·(blocks/2)/ranks blocks of the prompt, under
+// engine hashes i<<32 | depth, except every tenth rank, which holds an
+// unrelated chain. It returns how many ranks match.
+func sharedPromptIndex(b *testing.B, blocks, ranks int) (*Index, []uint64, int) {
+	rs := benchRanks(ranks)
+	x := NewIndex()
+	x.SetLive(slices.Values(rs))
+	prompt := make([]uint64, blocks)
+	for i := range prompt {
+		prompt[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
+	}
+	want := 0
+	for i, r := range rs {
+		n := blocks/2 + (i+1)*(blocks/2)/ranks
+		bs := make([]StoredBlock, n)
+		for j := range bs {
+			tok := prompt[j]
+			if i%10 == 0 {
+				tok = ^prompt[j] // unrelated
+			}
+			bs[j] = StoredBlock{BlockHash: uint64(i)<<32 | uint64(j), TokensHash: tok}
+		}
+		if i%10 != 0 {
+			want++
+		}
+		if res := x.Apply("dynamo", &Event{WorkerID: r.WorkerID, Kind: Stored, Blocks: bs}); res != Applied {
+			b.Fatalf("populate: %v", res)
+		}
+	}
+	return x, prompt, want
 }
 
 // traceOp is one step of a Mooncake replay: a request's FindMatches, or an
@@ -235,10 +281,14 @@ func readMooncake(b *testing.B) [][]uint64 {
 	return lines
 }
 
-// replay runs ops against a fresh index. It returns the blocks of the
-// requests matched by their best worker and, if timed, each FindMatches'
-// duration.
-func replay(tb testing.TB, ops []traceOp, workers int, timed bool) (matched int, lat []time.Duration) {
+// matchFunc is a prefix match under test: the index's FindMatches or the
+// previous merge walk.
+type matchFunc func(x *Index, prompt []uint64, out *Matches)
+
+// replay runs ops against a fresh index, matching with find. It returns
+// the blocks of the requests matched by their best worker and, if timed,
+// each match's duration.
+func replay(tb testing.TB, ops []traceOp, workers int, find matchFunc, timed bool) (matched int, lat []time.Duration) {
 	x := NewIndex()
 	x.SetLive(slices.Values(benchRanks(workers)))
 	var out Matches
@@ -252,10 +302,10 @@ func replay(tb testing.TB, ops []traceOp, workers int, timed bool) (matched int,
 		}
 		if timed {
 			t0 := time.Now()
-			x.FindMatches(op.prompt, &out)
+			find(x, op.prompt, &out)
 			lat = append(lat, time.Since(t0))
 		} else {
-			x.FindMatches(op.prompt, &out)
+			find(x, op.prompt, &out)
 		}
 		matched += int(out.Longest())
 	}
@@ -268,6 +318,18 @@ func replay(tb testing.TB, ops []traceOp, workers int, timed bool) (matched int,
 // ops/s counts events and requests; the find-p99 metric is one
 // FindMatches' 99th-percentile latency over the whole replay.
 func BenchmarkMooncake(b *testing.B) {
+	benchMooncake(b, func(x *Index, p []uint64, out *Matches) { x.FindMatches(p, out) })
+}
+
+// BenchmarkMooncakeMerge replays the same streams matching with the
+// previous merge walk (mergeMatcher): the baseline of BenchmarkMooncake in
+// the same run.
+func BenchmarkMooncakeMerge(b *testing.B) {
+	var mm mergeMatcher
+	benchMooncake(b, func(x *Index, p []uint64, out *Matches) { mm.findMatches(x, p, out) })
+}
+
+func benchMooncake(b *testing.B, find matchFunc) {
 	lines := readMooncake(b)
 	prompts := 0
 	for _, l := range lines {
@@ -280,14 +342,14 @@ func BenchmarkMooncake(b *testing.B) {
 			for _, op := range ops {
 				blocks += len(op.ev.Blocks) + len(op.ev.Removed)
 			}
-			replay(b, ops, c.workers, false) // warm the CPU caches and the heap
-			matched, lat := replay(b, ops, c.workers, true)
+			replay(b, ops, c.workers, find, false) // warm the CPU caches and the heap
+			matched, lat := replay(b, ops, c.workers, find, true)
 			slices.Sort(lat)
 			q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				replay(b, ops, c.workers, false)
+				replay(b, ops, c.workers, find, false)
 			}
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(b.N)*float64(len(ops))/sec, "ops/s")
@@ -311,10 +373,13 @@ func heapInUse() int64 {
 // BenchmarkFullIndex fills the index to its ceilings (1,048,576 nodes and
 // 8,388,608 ownerships: 4 groups of 8 ranks, each rank holding its group's
 // 262,144-block chain) and then lets every rank depart. It reports the
-// heap the full index holds and the rates of filling and of clearing.
+// heap the full index holds, the heap one query along every chain adds
+// (the match memos of every edge), and the rates of filling and of
+// clearing.
 func BenchmarkFullIndex(b *testing.B) {
 	rs := benchRanks(32)
 	bs := make([]StoredBlock, 8192)
+	prompt := make([]uint64, MaxBlocksPerRank)
 	for range b.N {
 		b.StopTimer()
 		before := heapInUse()
@@ -345,6 +410,18 @@ func BenchmarkFullIndex(b *testing.B) {
 			b.Fatalf("filled to %d nodes, %d ownerships", st.Nodes, st.Ownerships)
 		}
 		heap := heapInUse() - before
+		// One query along each group's whole chain memoises every edge:
+		// the heap the walk's memos add at most.
+		var out Matches
+		for g := range uint64(4) {
+			for j := range prompt {
+				prompt[j] = g<<40 | uint64(j)
+			}
+			if x.FindMatches(prompt, &out); out.Len() != 8 || out.Longest() != MaxBlocksPerRank {
+				b.Fatalf("group %d: %d ranks matched, longest %d", g, out.Len(), out.Longest())
+			}
+		}
+		memos := heapInUse() - before - heap
 		b.StartTimer()
 		t0 = time.Now()
 		x.SetLive(slices.Values([]Rank(nil)))
@@ -354,6 +431,7 @@ func BenchmarkFullIndex(b *testing.B) {
 			b.Fatalf("after clearing: %+v", st)
 		}
 		b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(memos)/(1<<20), "memo-MiB")
 		b.ReportMetric(MaxIndexOwnerships/fill.Seconds(), "fill-blocks/s")
 		b.ReportMetric(MaxIndexOwnerships/clearing.Seconds(), "clear-blocks/s")
 		b.StartTimer()

@@ -125,3 +125,47 @@ func FuzzIndex(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFindMatchesWalk applies arbitrary operation sequences and checks
+// after each that the edge walk answers exactly as the previous merge
+// walk, order included, and that every memo it trusts is right.
+func FuzzFindMatchesWalk(f *testing.F) {
+	f.Add([]byte{0})
+	f.Add([]byte{0, 0xff, 0xff, 2, 0, 1, 0, 1, 3, 1, 100, 2, 101, 3, 102})
+	f.Add([]byte{1, 0, 0xff, 0xff, 3, 0, 5, 0, 0x81, 1, 2, 2, 5, 101, 4, 0, 7, 0, 2, 2, 1, 2, 7, 3, 0, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := &fuzzBytes{b: data}
+		x := newIndex(defaultLimits)
+		x.SetLive(slices.Values(fuzzRanks))
+		var mm mergeMatcher
+		var out, want Matches
+		prompts := [][]uint64{{100, 101, 102}, {100, 100, 100, 100}, {101, 100}}
+		for ops := 0; in.more() && ops < 256; ops++ {
+			switch op := in.next() % 6; op {
+			case 0:
+				mask := uint16(in.next()) | uint16(in.next())<<8
+				var live []Rank
+				for i, r := range fuzzRanks {
+					if mask&(1<<i) != 0 {
+						live = append(live, r)
+					}
+				}
+				x.SetLive(slices.Values(live))
+			case 1:
+				var p []uint64
+				for range in.next() % 8 {
+					p = append(p, uint64(in.next()&3)+100)
+				}
+				prompts = append(prompts[:3], p)
+			default:
+				ns, ev := fuzzEvent(in)
+				x.Apply(ns, &ev)
+			}
+			for _, p := range prompts {
+				if err := agreeWithMerge(x, &mm, p, &out, &want); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}
