@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -152,7 +153,9 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	if err != nil {
 		o := x.failed(a)
 		x.note.attempt(b.name, sel, 0)
-		x.g.log.Debug("upstream attempt failed", "backend", b.name, "outcome", o.String())
+		if x.g.log.Enabled(x.ctx, slog.LevelDebug) {
+			x.g.log.Debug("upstream attempt failed", "backend", b.name, "outcome", o.String())
+		}
 		switch o {
 		case canceled:
 			x.settle(a, metrics.ResultCanceled, neutral)
@@ -166,7 +169,9 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	a.resp = resp
 	a.progress()
 	x.note.attempt(b.name, sel, resp.StatusCode)
-	x.g.log.Debug("upstream attempt answered", "backend", b.name, "status", resp.StatusCode)
+	if x.g.log.Enabled(x.ctx, slog.LevelDebug) { // the arguments cost allocations even when not logged
+		x.g.log.Debug("upstream attempt answered", "backend", b.name, "status", resp.StatusCode)
+	}
 	return a, answered
 }
 

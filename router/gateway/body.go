@@ -88,7 +88,7 @@ func readAll(w http.ResponseWriter, r *http.Request, limit int64, br *budgetRead
 		w = u.Unwrap()
 	}
 	br.r = http.MaxBytesReader(w, r.Body, limit)
-	data, err := io.ReadAll(br)
+	data, err := readDeclared(br, r.ContentLength)
 	if err == nil {
 		return data, nil
 	}
@@ -105,6 +105,36 @@ func readAll(w http.ResponseWriter, r *http.Request, limit int64, br *budgetRead
 		return nil, &problem{status: http.StatusRequestTimeout, code: codeReadTimeout, message: "the request body was not received in time"}
 	}
 	return nil, &problem{status: http.StatusBadRequest, code: codeInvalidRequest, message: "could not read the request body"}
+}
+
+// maxPresized bounds the buffer sized from a declared Content-Length
+// before its bytes arrive: a client may declare more than it sends, and
+// only bytes received count against the body budget.
+const maxPresized = 32 << 10
+
+// readDeclared reads r to its end into a buffer sized once from the
+// declared length (up to maxPresized), growing past it only as bytes
+// arrive, as io.ReadAll does.
+func readDeclared(r io.Reader, declared int64) ([]byte, error) {
+	if declared <= 0 {
+		return io.ReadAll(r)
+	}
+	// One byte more than declared, so the read that finds the end needs
+	// no larger buffer.
+	b := make([]byte, 0, min(declared, maxPresized)+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+	}
 }
 
 // Kinds of inference request.
