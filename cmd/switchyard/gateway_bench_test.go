@@ -26,23 +26,31 @@ const benchConns = 64
 
 // BenchmarkGatewayChat measures what the router adds to a buffered chat
 // completion: the demo stack (embedded etcd, 2 prefill and 2 decode fake
-// workers, KV-aware routing) in front of an in-process stand-in for the
-// shim, driven by benchConns concurrent clients. "direct" sends the same
-// request to the shim itself, so the router's own cost per request is
-// the difference between the two (allocations, bytes and the process's
+// workers) in front of an in-process stand-in for the shim, driven by
+// benchConns concurrent clients, with KV-aware routing (router_kv: each
+// prompt rendered and tokenized) and without (router_load). "direct"
+// sends the same request to the shim itself, so the router's own cost
+// per request is the difference (allocations, bytes and the process's
 // CPU time per request, reported as cpu-µs/op).
 func BenchmarkGatewayChat(b *testing.B) {
 	shim := startBenchShim(b)
-	d, err := startDemo(context.Background(), demoOptions{addr: "127.0.0.1:0", shimURL: shim, prefills: 2, decodes: 2,
-		speedup: 10, drain: time.Second, kv: true}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
+	targets := []struct{ name, base string }{{"direct", shim}}
+	for _, kv := range []bool{true, false} {
+		d, err := startDemo(context.Background(), demoOptions{addr: "127.0.0.1:0", shimURL: shim, prefills: 2, decodes: 2,
+			speedup: 10, drain: time.Second, kv: kv}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(d.stop)
+		waitForRouted(b, d.base())
+		name := "router_kv"
+		if !kv {
+			name = "router_load"
+		}
+		targets = append(targets, struct{ name, base string }{name, d.base()})
 	}
-	b.Cleanup(d.stop)
-	router := d.base()
-	waitForRouted(b, router)
 
-	for _, target := range []struct{ name, base string }{{"direct", shim}, {"router", router}} {
+	for _, target := range targets {
 		b.Run(target.name, func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConns, DisableCompression: true}}
 			defer client.CloseIdleConnections()
