@@ -50,8 +50,10 @@ type attempt struct {
 	trial  bool // the breaker's half-open trial
 	resp   *http.Response
 	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
+	cancel context.CancelFunc
+	// timer ends a stream's attempt after idle without progress; nil
+	// for a buffered one, whose context carries its deadline.
+	timer *time.Timer
 	// idle > 0 makes the timeout a gap limit: progress restarts it.
 	idle    time.Duration
 	settled bool
@@ -124,14 +126,20 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 			body = x.rewritten(b, body)
 		}
 	}
-	ctx, cancel := context.WithCancelCause(x.ctx)
-	a := &attempt{b: b, trial: trial, ctx: ctx, cancel: cancel}
+	a := &attempt{b: b, trial: trial}
 	if x.in.stream {
+		// A gap limit: progress restarts the timer.
 		a.idle = b.timeout()
+		var cancel context.CancelCauseFunc
+		a.ctx, cancel = context.WithCancelCause(x.ctx)
+		a.timer = time.AfterFunc(a.idle, func() { cancel(errBackendTimeout) })
+		a.cancel = func() { cancel(nil) }
+	} else {
+		// A fixed deadline: the context's own timer, nothing to restart.
+		a.ctx, a.cancel = context.WithDeadlineCause(x.ctx, time.Now().Add(b.timeout()), errBackendTimeout)
 	}
-	a.timer = time.AfterFunc(b.timeout(), func() { cancel(errBackendTimeout) })
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
 	if err != nil {
 		x.settle(a, metrics.ResultConnectError, failure)
 		return nil, connectFailed
@@ -195,11 +203,13 @@ func (x *exchange) settle(a *attempt, result string, v verdict) {
 	a.settled = true
 	x.g.metrics.CountBackend(a.b.name, result)
 	a.b.rt.breaker.done(a.trial, v, x.g.clock.Now())
-	a.timer.Stop()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
 	if a.resp != nil {
 		_ = a.resp.Body.Close()
 	}
-	a.cancel(nil)
+	a.cancel()
 }
 
 // statusResult is the metrics result of an HTTP answer.

@@ -193,3 +193,26 @@ func TestReadDeclaredReadsWhatArrives(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, "abc", string(got))
 }
+
+// The fast decoders of model and the output limit agree with
+// json.Unmarshal on every kind of JSON value.
+func TestFastDecodersAgreeWithUnmarshal(t *testing.T) {
+	for _, raw := range []string{`"m"`, `""`, `"a\"b"`, `"\u00e9t\u00e9"`, "\"\xff\xfe\"", `"Qwen/Qwen3-0.6B"`, `null`, `true`,
+		`12`, `-3`, `0`, `-0`, `1.5`, `1e3`, `99999999999999999999`, `[1]`, `{"a":1}`} {
+		var want string
+		wantOK := json.Unmarshal([]byte(raw), &want) == nil
+		var got string
+		require.Equal(t, wantOK, decodeString([]byte(raw), &got), raw)
+		require.Equal(t, want, got, raw)
+
+		var wantN int
+		wantNOK := json.Unmarshal([]byte(raw), &wantN) == nil
+		gotN, gotNOK := decodeInt([]byte(raw))
+		require.Equal(t, wantNOK, gotNOK, raw)
+		if wantNOK {
+			require.Equal(t, wantN, gotN, raw)
+		}
+	}
+	_, ok := decodeInt(nil)
+	require.False(t, ok)
+}
