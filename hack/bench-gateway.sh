@@ -3,7 +3,10 @@
 # in front of the same fast mock shim (hack/benchshim) on loopback, and wrk
 # drives each, plus the shim directly as the floor. Switchyard runs the
 # demo fleet (embedded etcd, 2 prefill + 2 decode workers), so every request
-# goes through discovery, the picker and the pinned dispatch path.
+# goes through discovery, the picker and the pinned dispatch path. Two
+# routers run: "switchyard" with the demo's KV-aware routing (each prompt
+# rendered with the fleet's chat template and tokenized) and
+# "switchyard (load)" with --kv=false (the load-based picker alone).
 #
 #   hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
 #
@@ -27,7 +30,7 @@ trap cleanup EXIT
 go build -o "$work/switchyard" ./cmd/switchyard
 go build -o "$work/benchshim" ./hack/benchshim
 
-SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300
+SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300 ROUTER_LOAD=127.0.0.1:19400
 "$work/benchshim" -addr "$SHIM" & pids+=($!)
 
 cat >"$work/haproxy.cfg" <<CFG
@@ -47,11 +50,17 @@ backend shim
 CFG
 haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
 
-"$work/switchyard" demo --addr "$ROUTER" --shim-url "http://$SHIM" >"$work/demo.out" 2>"$work/demo.err" & pids+=($!)
-for _ in $(seq 1 100); do
-	grep -q "admin token" "$work/demo.out" 2>/dev/null && break
-	sleep 0.1
-done
+start_router() { # addr name flags...
+	local addr=$1 name=$2
+	shift 2
+	"$work/switchyard" demo --addr "$addr" --shim-url "http://$SHIM" "$@" >"$work/$name.out" 2>"$work/$name.err" & pids+=($!)
+	for _ in $(seq 1 100); do
+		grep -q "admin token" "$work/$name.out" 2>/dev/null && break
+		sleep 0.1
+	done
+}
+start_router "$ROUTER" kv
+start_router "$ROUTER_LOAD" load --kv=false
 
 cat >"$work/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -59,10 +68,12 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Say ok in one word, please."}],"max_tokens":1}'
 LUA
 
-# Warm up, then check that the router path really answers 200s.
-curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' \
-	-d '{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"hi"}]}' "http://$ROUTER/v1/chat/completions" ||
-	{ echo "router did not answer; logs:" >&2; tail -20 "$work/demo.err" >&2; exit 1; }
+# Warm up, then check that each router's path really answers 200s.
+for r in "kv:$ROUTER" "load:$ROUTER_LOAD"; do
+	curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' \
+		-d '{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"hi"}]}' "http://${r#*:}/v1/chat/completions" ||
+		{ echo "router ${r%%:*} did not answer; logs:" >&2; tail -20 "$work/${r%%:*}.err" >&2; exit 1; }
+done
 
 run() { # target conns -> "rps p50 p99 non2xx"
 	wrk -t2 -c"$2" -d"$DURATION" --latency -s "$work/post.lua" "http://$1/v1/chat/completions" 2>&1 | awk '
@@ -75,7 +86,7 @@ run() { # target conns -> "rps p50 p99 non2xx"
 echo "| connections | target | requests/s | p50 | p99 | non-2xx |"
 echo "|---|---|---|---|---|---|"
 for c in "${CONNS[@]}"; do
-	for t in "shim (direct):$SHIM" "haproxy:$HAPROXY" "switchyard:$ROUTER"; do
+	for t in "shim (direct):$SHIM" "haproxy:$HAPROXY" "switchyard:$ROUTER" "switchyard (load):$ROUTER_LOAD"; do
 		name=${t%%:*}; addr=${t#*:}
 		read -r rps p50 p99 bad < <(run "$addr" "$c")
 		echo "| $c | $name | $rps | $p50 | $p99 | $bad |"

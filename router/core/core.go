@@ -61,7 +61,10 @@ type Core struct {
 	kvResults   map[string]uint64
 	kvSelection map[string]uint64
 	reasons     map[string]uint64
-	cands       []picker.Candidate
+	// reasonKeys spells each role and reason pair's key in reasons once:
+	// a pick would otherwise build it anew.
+	reasonKeys map[[2]string]string
+	cands      []picker.Candidate
 
 	// peersAcct is the peer replicas' requests in the active account.
 	peersAcct peerAccount
@@ -132,7 +135,8 @@ func New(o Options) (*Core, error) {
 	}
 	c := &Core{port: o.Port, seed: o.Seed, hooks: o.Hooks, log: log,
 		sessions: map[publisherKey]*kvSession{}, loadResults: map[envelope.Result]uint64{},
-		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{}}
+		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{},
+		reasonKeys: map[[2]string]string{}}
 	c.follower = discovery.NewFollower(discovery.NewReducer(log.With("component", "discovery"), o.Hooks.Discovery),
 		discovery.NewRegistry())
 	c.store = load.NewStore(c.countLoad)
@@ -411,7 +415,12 @@ func (c *Core) countKV(r string) {
 }
 
 func (c *Core) countSelection(role, reason string) {
-	c.reasons[role+"/"+reason]++
+	key, ok := c.reasonKeys[[2]string{role, reason}]
+	if !ok {
+		key = role + "/" + reason
+		c.reasonKeys[[2]string{role, reason}] = key
+	}
+	c.reasons[key]++
 	if c.hooks.Selection != nil {
 		c.hooks.Selection(role, reason)
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -87,5 +88,24 @@ func TestWithoutTokens(t *testing.T) {
 	}
 	if r := port.outs[5].(Request); r.Tokens != nil || r.RequestID != 7 {
 		t.Fatalf("request %+v", r)
+	}
+}
+
+// Selections are counted under "role/reason", each pair's key spelled
+// once however often it is counted.
+func TestSelectionReasonsAreCountedByRoleAndReason(t *testing.T) {
+	c, err := New(Options{Picker: picker.NameLoad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.countSelection("decode", "least_loaded")
+	c.countSelection("decode", "least_loaded")
+	c.countSelection("prefill", "least_loaded")
+	want := map[string]uint64{"decode/least_loaded": 2, "prefill/least_loaded": 1}
+	if got := c.Reasons(); !maps.Equal(got, want) {
+		t.Fatalf("reasons %v, want %v", got, want)
+	}
+	if len(c.reasonKeys) != 2 {
+		t.Fatalf("%d keys spelled, want one per pair", len(c.reasonKeys))
 	}
 }

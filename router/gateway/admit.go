@@ -50,12 +50,20 @@ func newParseSlots() chan struct{} {
 }
 
 // parsing takes a parse slot; false when the client left first. The
-// caller runs release once parsed.
-func (g *Gateway) parsing(ctx context.Context) (release func(), ok bool) {
+// caller runs parsed once done.
+func (g *Gateway) parsing(ctx context.Context) bool {
 	select {
 	case g.parseSlots <- struct{}{}:
-		return func() { <-g.parseSlots }, true
+		return true // a free slot: the client's context is not even looked at
+	default:
+	}
+	select {
+	case g.parseSlots <- struct{}{}:
+		return true
 	case <-ctx.Done():
-		return nil, false
+		return false
 	}
 }
+
+// parsed gives back the slot parsing took.
+func (g *Gateway) parsed() { <-g.parseSlots }

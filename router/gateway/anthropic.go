@@ -40,19 +40,18 @@ func (g *Gateway) messages() http.Handler {
 			writeAnthropicProblem(w, p)
 			return
 		}
-		release, ok := g.parsing(r.Context())
-		if !ok {
+		if !g.parsing(r.Context()) {
 			return // the client left
 		}
 		chat, err := anthropicToChat(body)
 		if err != nil {
-			release()
+			g.parsed()
 			writeAnthropicProblem(w, problemOf(err))
 			return
 		}
 		// The picker estimates the final body, as the chat path does.
 		in, p := parseInbound(chat.body, kindChat, g.est)
-		release()
+		g.parsed()
 		if p != nil {
 			writeAnthropicProblem(w, p)
 			return

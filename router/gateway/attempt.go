@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -49,8 +50,10 @@ type attempt struct {
 	trial  bool // the breaker's half-open trial
 	resp   *http.Response
 	ctx    context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
+	cancel context.CancelFunc
+	// timer ends a stream's attempt after idle without progress; nil
+	// for a buffered one, whose context carries its deadline.
+	timer *time.Timer
 	// idle > 0 makes the timeout a gap limit: progress restarts it.
 	idle    time.Duration
 	settled bool
@@ -123,14 +126,20 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 			body = x.rewritten(b, body)
 		}
 	}
-	ctx, cancel := context.WithCancelCause(x.ctx)
-	a := &attempt{b: b, trial: trial, ctx: ctx, cancel: cancel}
+	a := &attempt{b: b, trial: trial}
 	if x.in.stream {
+		// A gap limit: progress restarts the timer.
 		a.idle = b.timeout()
+		var cancel context.CancelCauseFunc
+		a.ctx, cancel = context.WithCancelCause(x.ctx)
+		a.timer = time.AfterFunc(a.idle, func() { cancel(errBackendTimeout) })
+		a.cancel = func() { cancel(nil) }
+	} else {
+		// A fixed deadline: the context's own timer, nothing to restart.
+		a.ctx, a.cancel = context.WithDeadlineCause(x.ctx, time.Now().Add(b.timeout()), errBackendTimeout)
 	}
-	a.timer = time.AfterFunc(b.timeout(), func() { cancel(errBackendTimeout) })
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
 	if err != nil {
 		x.settle(a, metrics.ResultConnectError, failure)
 		return nil, connectFailed
@@ -152,7 +161,9 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	if err != nil {
 		o := x.failed(a)
 		x.note.attempt(b.name, sel, 0)
-		x.g.log.Debug("upstream attempt failed", "backend", b.name, "outcome", o.String())
+		if x.g.log.Enabled(x.ctx, slog.LevelDebug) {
+			x.g.log.Debug("upstream attempt failed", "backend", b.name, "outcome", o.String())
+		}
 		switch o {
 		case canceled:
 			x.settle(a, metrics.ResultCanceled, neutral)
@@ -166,7 +177,9 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	a.resp = resp
 	a.progress()
 	x.note.attempt(b.name, sel, resp.StatusCode)
-	x.g.log.Debug("upstream attempt answered", "backend", b.name, "status", resp.StatusCode)
+	if x.g.log.Enabled(x.ctx, slog.LevelDebug) { // the arguments cost allocations even when not logged
+		x.g.log.Debug("upstream attempt answered", "backend", b.name, "status", resp.StatusCode)
+	}
 	return a, answered
 }
 
@@ -190,11 +203,13 @@ func (x *exchange) settle(a *attempt, result string, v verdict) {
 	a.settled = true
 	x.g.metrics.CountBackend(a.b.name, result)
 	a.b.rt.breaker.done(a.trial, v, x.g.clock.Now())
-	a.timer.Stop()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
 	if a.resp != nil {
 		_ = a.resp.Body.Close()
 	}
-	a.cancel(nil)
+	a.cancel()
 }
 
 // statusResult is the metrics result of an HTTP answer.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
@@ -88,7 +89,7 @@ func readAll(w http.ResponseWriter, r *http.Request, limit int64, br *budgetRead
 		w = u.Unwrap()
 	}
 	br.r = http.MaxBytesReader(w, r.Body, limit)
-	data, err := io.ReadAll(br)
+	data, err := readDeclared(br, r.ContentLength)
 	if err == nil {
 		return data, nil
 	}
@@ -105,6 +106,36 @@ func readAll(w http.ResponseWriter, r *http.Request, limit int64, br *budgetRead
 		return nil, &problem{status: http.StatusRequestTimeout, code: codeReadTimeout, message: "the request body was not received in time"}
 	}
 	return nil, &problem{status: http.StatusBadRequest, code: codeInvalidRequest, message: "could not read the request body"}
+}
+
+// maxPresized bounds the buffer sized from a declared Content-Length
+// before its bytes arrive: a client may declare more than it sends, and
+// only bytes received count against the body budget.
+const maxPresized = 32 << 10
+
+// readDeclared reads r to its end into a buffer sized once from the
+// declared length (up to maxPresized), growing past it only as bytes
+// arrive, as io.ReadAll does.
+func readDeclared(r io.Reader, declared int64) ([]byte, error) {
+	if declared <= 0 {
+		return io.ReadAll(r)
+	}
+	// One byte more than declared, so the read that finds the end needs
+	// no larger buffer.
+	b := make([]byte, 0, min(declared, maxPresized)+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+	}
 }
 
 // Kinds of inference request.
@@ -174,7 +205,7 @@ func parseInbound(body []byte, k kind, est picker.Estimator) (*inbound, *problem
 		return nil, p
 	}
 	in := &inbound{body: body}
-	if raw := sc.raw(body, rkModel); raw == nil || json.Unmarshal(raw, &in.model) != nil || strings.TrimSpace(in.model) == "" {
+	if raw := sc.raw(body, rkModel); raw == nil || !decodeString(raw, &in.model) || strings.TrimSpace(in.model) == "" {
 		return nil, badRequest("model is required and must be a non-empty string")
 	}
 	switch string(sc.raw(body, rkStream)) {
@@ -269,12 +300,39 @@ func scanInbound(body []byte) (*inboundScan, *problem) {
 // integer (the upstream judges it).
 func maxTokensOf(raws ...[]byte) int {
 	for _, raw := range raws {
-		var n int
-		if raw != nil && json.Unmarshal(raw, &n) == nil && n > 0 {
+		if n, ok := decodeInt(raw); ok && n > 0 {
 			return n
 		}
 	}
 	return 0
+}
+
+// decodeString decodes a JSON value (of a body json.Valid accepted) into
+// s as json.Unmarshal does, false when it is not a string. A string
+// without escapes in valid UTF-8 is its bytes; others are decoded.
+func decodeString(raw []byte, s *string) bool {
+	if len(raw) < 2 || raw[0] != '"' {
+		return json.Unmarshal(raw, s) == nil // null leaves s as it was
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		*s = string(inner)
+		return true
+	}
+	return json.Unmarshal(raw, s) == nil
+}
+
+// decodeInt decodes a JSON value (of a body json.Valid accepted) as
+// json.Unmarshal does into an int; false when it is not one.
+func decodeInt(raw []byte) (int, bool) {
+	if raw == nil {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(string(raw)); err == nil {
+		return n, true // digits, with an optional minus: the JSON integers
+	}
+	var n int
+	err := json.Unmarshal(raw, &n)
+	return n, err == nil
 }
 
 // promptText gathers the text the prompt estimate reads, and the token

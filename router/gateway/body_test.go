@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,4 +170,49 @@ func TestNvextRemovalSplicesTheBody(t *testing.T) {
 		require.Nil(t, p, body)
 		assert.Equal(t, want, string(in.body), body)
 	}
+}
+
+// A body read with its declared length reads exactly what io.ReadAll
+// would, whether the client declared the truth, less, or more than it
+// sent, and passes on a read error.
+func TestReadDeclaredReadsWhatArrives(t *testing.T) {
+	for _, size := range []int{0, 1, 100, maxPresized - 1, maxPresized, maxPresized + 1, 3*maxPresized + 7} {
+		data := bytes.Repeat([]byte("0123456789"), size/10+1)[:size]
+		for _, declared := range []int64{-1, 0, 1, int64(size) - 1, int64(size), int64(size) + 1, 10 * maxPresized} {
+			for _, wrap := range []func(io.Reader) io.Reader{
+				func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader,
+			} {
+				got, err := readDeclared(wrap(bytes.NewReader(data)), declared)
+				require.NoError(t, err)
+				require.Equal(t, data, got, "size %d declared %d", size, declared)
+			}
+		}
+	}
+	boom := errors.New("boom")
+	got, err := readDeclared(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)), 10)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, "abc", string(got))
+}
+
+// The fast decoders of model and the output limit agree with
+// json.Unmarshal on every kind of JSON value.
+func TestFastDecodersAgreeWithUnmarshal(t *testing.T) {
+	for _, raw := range []string{`"m"`, `""`, `"a\"b"`, `"\u00e9t\u00e9"`, "\"\xff\xfe\"", `"Qwen/Qwen3-0.6B"`, `null`, `true`,
+		`12`, `-3`, `0`, `-0`, `1.5`, `1e3`, `99999999999999999999`, `[1]`, `{"a":1}`} {
+		var want string
+		wantOK := json.Unmarshal([]byte(raw), &want) == nil
+		var got string
+		require.Equal(t, wantOK, decodeString([]byte(raw), &got), raw)
+		require.Equal(t, want, got, raw)
+
+		var wantN int
+		wantNOK := json.Unmarshal([]byte(raw), &wantN) == nil
+		gotN, gotNOK := decodeInt([]byte(raw))
+		require.Equal(t, wantNOK, gotNOK, raw)
+		if wantNOK {
+			require.Equal(t, wantN, gotN, raw)
+		}
+	}
+	_, ok := decodeInt(nil)
+	require.False(t, ok)
 }

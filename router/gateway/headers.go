@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,21 +81,6 @@ var hopByHop = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// removeHopByHop deletes hop-by-hop headers, including those the
-// Connection header names.
-func removeHopByHop(h http.Header) {
-	for _, v := range h.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
-	for _, k := range hopByHop {
-		h.Del(k)
-	}
-}
-
 // notForwarded are client headers that stay at the gateway: the client's
 // credential for the router, cookies, framing the transport recomputes,
 // compression (the gateway relays bytes as they come) and the disclosure
@@ -104,23 +90,43 @@ var notForwarded = []string{"Authorization", "Cookie", "Host", "Content-Length",
 // outboundHeaders builds an upstream request's headers from the client's.
 // Client x-switchyard-* headers stay at the gateway too: the prefix is the
 // router's own, and an upstream that trusts it (another Switchyard, a
-// proxy) must only ever see it from a router.
+// proxy) must only ever see it from a router. Only the headers forwarded
+// are copied (their value slices capped, so an append never writes into
+// the client's).
 func outboundHeaders(client http.Header) http.Header {
-	h := client.Clone()
-	if h == nil {
-		h = http.Header{}
+	named := connectionNamed(client)
+	h := make(http.Header, len(client))
+	for k, v := range client {
+		if !forwarded(k) || named != nil && named[textproto.CanonicalMIMEHeaderKey(k)] {
+			continue
+		}
+		h[k] = v[:len(v):len(v)]
 	}
-	removeHopByHop(h)
-	for _, k := range notForwarded {
-		h.Del(k)
-	}
-	for k := range h {
-		if hasPrefixFold(k, ownHeaderPrefix) {
-			delete(h, k)
+	return h
+}
+
+// forwarded reports whether a client header may reach an upstream, the
+// Connection header's own list aside.
+func forwarded(k string) bool {
+	return !slices.Contains(hopByHop, k) && !slices.Contains(notForwarded, k) &&
+		!hasPrefixFold(k, ownHeaderPrefix) && !isDynamoHeader(k)
+}
+
+// connectionNamed is the set of headers the Connection header names
+// (canonical), nil when it names none.
+func connectionNamed(h http.Header) map[string]bool {
+	var named map[string]bool
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[textproto.CanonicalMIMEHeaderKey(name)] = true
+			}
 		}
 	}
-	stripDynamo(h)
-	return h
+	return named
 }
 
 // setPins writes the picker's choice: decimal instance ids, and a rank
@@ -141,15 +147,16 @@ func setPins(h http.Header, sel *picker.Selection) {
 
 // copyResponseHeaders relays an upstream response's headers, minus
 // hop-by-hop ones, any Dynamo header (never echoed to clients) and any
-// x-switchyard-* header (only the gateway may disclose).
+// x-switchyard-* header (only the gateway may disclose). The value slices
+// are the response's own, capped so an append never writes into them.
 func copyResponseHeaders(dst, src http.Header) {
-	h := src.Clone()
-	removeHopByHop(h)
-	for k, v := range h {
-		if isDynamoHeader(k) || hasPrefixFold(k, ownHeaderPrefix) {
+	named := connectionNamed(src)
+	for k, v := range src {
+		if slices.Contains(hopByHop, k) || named != nil && named[textproto.CanonicalMIMEHeaderKey(k)] ||
+			isDynamoHeader(k) || hasPrefixFold(k, ownHeaderPrefix) {
 			continue
 		}
-		dst[k] = v
+		dst[k] = v[:len(v):len(v)]
 	}
 }
 

@@ -76,7 +76,14 @@ func (x *exchange) relayClientError(a *attempt, peek []byte) string {
 }
 
 func isEventStream(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	switch ct {
+	case "text/event-stream":
+		return true
+	case "application/json", "":
+		return false // the common answers, without parsing
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
 }
 

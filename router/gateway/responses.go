@@ -32,12 +32,11 @@ func (g *Gateway) responses() http.Handler {
 			p.write(w)
 			return
 		}
-		release, ok := g.parsing(r.Context())
-		if !ok {
+		if !g.parsing(r.Context()) {
 			return // the client left
 		}
 		in, conv, p := g.parseResponses(body)
-		release()
+		g.parsed()
 		if p != nil {
 			p.write(w)
 			return

@@ -80,12 +80,11 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			p.write(w)
 			return
 		}
-		release, ok := g.parsing(r.Context())
-		if !ok {
+		if !g.parsing(r.Context()) {
 			return // the client left
 		}
 		in, p := parseInbound(body, k, g.est)
-		release()
+		g.parsed()
 		if p != nil {
 			p.write(w)
 			return

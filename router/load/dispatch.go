@@ -49,6 +49,10 @@ type rank struct {
 	// stallable counts live records that could stall the rank, so ranks
 	// without any (paired decodes, small requests) are never scanned.
 	stallable int
+	// records counts the live records of each request, so ending one
+	// looks only as far back as its records go: a saturated rank holds
+	// thousands, and a request ends soon after it is dispatched.
+	records map[uint64]int
 }
 
 func canStall(dp *Dispatch) bool {
@@ -107,6 +111,7 @@ func (d *ranks) answered(r *rank) {
 	if len(r.live()) > 0 {
 		d.total -= len(r.live())
 		r.list, r.head, r.tokens, r.blocks, r.stallable = r.list[:0], 0, 0, 0, 0 // keep the capacity for the next burst
+		clear(r.records)
 	}
 }
 
@@ -119,6 +124,7 @@ func (d *ranks) expire(r *rank, cutoff time.Time) {
 		if canStall(&r.list[r.head]) {
 			r.stallable--
 		}
+		r.forget(r.list[r.head].RequestID)
 		r.head++
 		d.total--
 	}
@@ -142,8 +148,21 @@ func (d *ranks) remove(k Key, r *rank) {
 	}
 }
 
+// forget uncounts one live record of the request.
+func (r *rank) forget(id uint64) {
+	if n := r.records[id]; n > 1 {
+		r.records[id] = n - 1
+	} else {
+		delete(r.records, id)
+	}
+}
+
 func (d *ranks) add(r *rank, dp Dispatch) {
 	r.list = append(r.list, dp)
+	if r.records == nil {
+		r.records = map[uint64]int{}
+	}
+	r.records[dp.RequestID]++
 	if canStall(&dp) {
 		r.stallable++
 	}
@@ -207,11 +226,13 @@ func (s *Store) settle(requestID uint64, drop bool, keys []Key) {
 			continue
 		}
 		l := r.live()
-		for i := range l {
+		// Newest first, until every record of the request was seen.
+		for i, left := len(l)-1, r.records[requestID]; i >= 0 && left > 0; i-- {
 			dp := &l[i]
 			if dp.RequestID != requestID {
 				continue
 			}
+			left--
 			if canStall(dp) {
 				r.stallable--
 			}

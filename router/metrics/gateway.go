@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +42,46 @@ func StatusLabel(code int) string {
 	}
 	return "other"
 }
+
+// statusLabels are the code label's values: the codes named, the classes
+// and "other"; statusIndex finds a code's.
+var statusLabels, statusLabelIndex = func() ([]string, map[string]int) {
+	var labels []string
+	for code := range statusCodes {
+		labels = append(labels, strconv.Itoa(code))
+	}
+	slices.Sort(labels)
+	labels = append(labels, "1xx", "2xx", "3xx", "4xx", "5xx", "other")
+	index := make(map[string]int, len(labels))
+	for i, l := range labels {
+		index[l] = i
+	}
+	return labels, index
+}()
+
+// statusIndexOf maps the codes 0 to 599 to their label's index.
+var statusIndexOf = func() (t [600]uint8) {
+	for code := range t {
+		t[code] = uint8(statusLabelIndex[StatusLabel(code)])
+	}
+	return t
+}()
+
+func statusIndex(code int) int {
+	if code >= 0 && code < len(statusIndexOf) {
+		return int(statusIndexOf[code])
+	}
+	return statusLabelIndex["other"]
+}
+
+// The sizes of the label sets, for the resolved series' arrays (a test
+// holds them to the sets).
+const (
+	numRoutes         = 6
+	numStatusLabels   = 22
+	numBackendResults = 7
+	numRoutingPaths   = 4
+)
 
 // Results of one upstream attempt (the result label).
 const (
@@ -114,6 +156,13 @@ type Gateway struct {
 	Refused        *prometheus.CounterVec
 	PromptRewrites *prometheus.CounterVec
 
+	// The series a request touches, resolved once: a label lookup hashes
+	// its values and allocates on every call.
+	requests       [numRoutes][numStatusLabels]atomic.Pointer[prometheus.Counter]
+	durations      [numRoutes]prometheus.Observer
+	routingPaths   [numRoutingPaths]prometheus.Counter
+	backendResults map[string]*[numBackendResults]prometheus.Counter // guarded by mu
+
 	mu    sync.RWMutex
 	known map[string]bool
 }
@@ -156,7 +205,8 @@ func newGateway() *Gateway {
 			Name: "switchyard_gateway_prompt_rewrites_total",
 			Help: "Chat bodies a backend's global_prompts or requires_single_leading_system applied to, by result: rewritten, or sent as they were (non_text_system, unreadable, too_many_messages).",
 		}, []string{"result"}),
-		known: map[string]bool{},
+		known:          map[string]bool{},
+		backendResults: map[string]*[numBackendResults]prometheus.Counter{},
 	}
 	for _, r := range RewriteResults {
 		g.PromptRewrites.WithLabelValues(r)
@@ -164,14 +214,14 @@ func newGateway() *Gateway {
 	for _, r := range RefusedReasons {
 		g.Refused.WithLabelValues(r)
 	}
-	for _, r := range Routes {
-		g.Duration.WithLabelValues(r)
+	for i, r := range Routes {
+		g.durations[i] = g.Duration.WithLabelValues(r)
 	}
 	for _, p := range Phases {
 		g.DisaggErrors.WithLabelValues(p)
 	}
-	for _, p := range RoutingPaths {
-		g.DisaggRequests.WithLabelValues(p)
+	for i, p := range RoutingPaths {
+		g.routingPaths[i] = g.DisaggRequests.WithLabelValues(p)
 	}
 	return g
 }
@@ -182,9 +232,21 @@ func (g *Gateway) collectors() []prometheus.Collector {
 
 // ObserveRequest counts one finished client request.
 func (g *Gateway) ObserveRequest(route string, code int, d time.Duration) {
-	route = closed(route, Routes, RouteOther)
-	g.Requests.WithLabelValues(route, StatusLabel(code)).Inc()
-	g.Duration.WithLabelValues(route).Observe(d.Seconds())
+	ri := slices.Index(Routes, route)
+	if ri < 0 {
+		ri = slices.Index(Routes, RouteOther)
+	}
+	si := statusIndex(code)
+	slot := &g.requests[ri][si]
+	c := slot.Load()
+	if c == nil {
+		// Created on first use, so only codes answered get a series.
+		counter := g.Requests.WithLabelValues(Routes[ri], statusLabels[si])
+		slot.CompareAndSwap(nil, &counter)
+		c = slot.Load()
+	}
+	(*c).Inc()
+	g.durations[ri].Observe(d.Seconds())
 }
 
 // SetBackends installs the configured backend names: new ones get their
@@ -197,9 +259,11 @@ func (g *Gateway) SetBackends(names []string) {
 	for _, n := range names {
 		next[n] = true
 		if !g.known[n] {
-			for _, r := range BackendResults {
-				g.Backend.WithLabelValues(n, r)
+			var results [numBackendResults]prometheus.Counter
+			for i, r := range BackendResults {
+				results[i] = g.Backend.WithLabelValues(n, r)
 			}
+			g.backendResults[n] = &results
 			g.Healthy.WithLabelValues(n).Set(1)
 		}
 	}
@@ -207,6 +271,7 @@ func (g *Gateway) SetBackends(names []string) {
 		if !next[n] {
 			g.Backend.DeletePartialMatch(prometheus.Labels{"backend": n})
 			g.Healthy.DeleteLabelValues(n)
+			delete(g.backendResults, n)
 		}
 	}
 	g.known = next
@@ -216,8 +281,12 @@ func (g *Gateway) SetBackends(names []string) {
 func (g *Gateway) CountBackend(backend, result string) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	if g.known[backend] {
-		g.Backend.WithLabelValues(backend, closed(result, BackendResults, ResultConnectError)).Inc()
+	if results := g.backendResults[backend]; results != nil {
+		i := slices.Index(BackendResults, result)
+		if i < 0 {
+			i = slices.Index(BackendResults, ResultConnectError)
+		}
+		results[i].Inc()
 	}
 }
 
@@ -242,7 +311,11 @@ func (g *Gateway) CountDisaggError(phase string) {
 
 // CountRoutingPath counts one routed request.
 func (g *Gateway) CountRoutingPath(path string) {
-	g.DisaggRequests.WithLabelValues(closed(path, RoutingPaths, PathUnified)).Inc()
+	i := slices.Index(RoutingPaths, path)
+	if i < 0 {
+		i = slices.Index(RoutingPaths, PathUnified)
+	}
+	g.routingPaths[i].Inc()
 }
 
 // CountRefused counts a request refused before routing.

@@ -3,8 +3,10 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
 
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
@@ -150,4 +152,37 @@ func TestPromptRewriteResultsAreClosed(t *testing.T) {
 	if n := testutil.CollectAndCount(s.Gateway.PromptRewrites); n != len(RewriteResults) {
 		t.Fatalf("%d series, want exactly the %d closed results", n, len(RewriteResults))
 	}
+}
+
+// The gateway's resolved series cover its label sets exactly, and each
+// request lands in the series its labels name.
+func TestGatewayResolvedSeries(t *testing.T) {
+	require.Len(t, Routes, numRoutes)
+	require.Len(t, statusLabels, numStatusLabels)
+	require.Len(t, BackendResults, numBackendResults)
+	require.Len(t, RoutingPaths, numRoutingPaths)
+
+	g := New().Gateway
+	g.SetBackends([]string{"a"})
+	g.ObserveRequest(RouteChatCompletions, 200, time.Millisecond)
+	g.ObserveRequest(RouteChatCompletions, 200, time.Millisecond)
+	g.ObserveRequest("nonsense", 418, time.Millisecond)
+	g.ObserveRequest(RouteModels, 999, time.Millisecond)
+	g.CountBackend("a", ResultTimeout)
+	g.CountBackend("a", "nonsense")
+	g.CountBackend("gone", ResultOK)
+	g.CountRoutingPath(PathDisaggregated)
+	g.CountRoutingPath("nonsense")
+	require.Equal(t, 2.0, testutil.ToFloat64(g.Requests.WithLabelValues(RouteChatCompletions, "200")))
+	require.Equal(t, 1.0, testutil.ToFloat64(g.Requests.WithLabelValues(RouteOther, "4xx")))
+	require.Equal(t, 1.0, testutil.ToFloat64(g.Requests.WithLabelValues(RouteModels, "other")))
+	require.Equal(t, 3, testutil.CollectAndCount(g.Requests), "only the codes answered have a series")
+	require.Equal(t, 1.0, testutil.ToFloat64(g.Backend.WithLabelValues("a", ResultTimeout)))
+	require.Equal(t, 1.0, testutil.ToFloat64(g.Backend.WithLabelValues("a", ResultConnectError)))
+	require.Equal(t, 1.0, testutil.ToFloat64(g.DisaggRequests.WithLabelValues(PathDisaggregated)))
+	require.Equal(t, 1.0, testutil.ToFloat64(g.DisaggRequests.WithLabelValues(PathUnified)))
+
+	g.SetBackends(nil)
+	g.CountBackend("a", ResultOK)
+	require.Equal(t, 0, testutil.CollectAndCount(g.Backend), "a removed backend has no series")
 }

@@ -35,6 +35,8 @@ type Fleet struct {
 	mu     sync.Mutex
 	gen    uint64
 	models map[string]artifacts.ModelArtifacts
+	// keys spells each model's artifact key, once per generation.
+	keys   map[string]string
 	warned map[string]string // model → the agreement error last logged
 }
 
@@ -68,19 +70,19 @@ func (f *Fleet) Close() {
 
 // agreement is the fleet's answer for model at the current generation;
 // every card is parsed once per generation.
-func (f *Fleet) agreement(model string) artifacts.ModelArtifacts {
+func (f *Fleet) agreement(model string) (artifacts.ModelArtifacts, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m, ok := f.currentLocked()[model]
 	if !ok {
-		return artifacts.ModelArtifacts{Model: model, Err: artifacts.ErrNoWorkers}
+		return artifacts.ModelArtifacts{Model: model, Err: artifacts.ErrNoWorkers}, ""
 	}
 	if m.Err != nil && len(f.warned) < 1024 && f.warned[model] != m.Err.Error() {
 		f.warned[model] = m.Err.Error()
 		f.log.Warn("KV-aware selection has no tokenizer for this model; its requests score without prefix overlap",
 			"model", model, "reason", m.Err.Error())
 	}
-	return m
+	return m, f.keys[model]
 }
 
 // Warm starts loading, in the background, the artifacts of every model
@@ -90,14 +92,16 @@ func (f *Fleet) Warm() {
 	f.mu.Lock()
 	current := f.currentLocked()
 	models := make([]artifacts.ModelArtifacts, 0, len(current))
+	keys := make([]string, 0, len(current))
 	for _, m := range current {
 		if m.Err == nil {
 			models = append(models, m)
+			keys = append(keys, f.keys[m.Model])
 		}
 	}
 	f.mu.Unlock()
-	for _, m := range models {
-		f.prepare(m)
+	for i, m := range models {
+		f.prepare(m, keys[i])
 	}
 }
 
@@ -107,25 +111,29 @@ func (f *Fleet) currentLocked() map[string]artifacts.ModelArtifacts {
 	snap := f.snapshot()
 	if f.models == nil || snap.Generation != f.gen {
 		f.models, f.gen = artifacts.FleetArtifacts(snap.Workers), snap.Generation
+		f.keys = make(map[string]string, len(f.models))
+		for model, m := range f.models {
+			f.keys[model] = m.Key.String()
+		}
 	}
 	return f.models
 }
 
 // Prepared implements Source.
 func (f *Fleet) Prepared(model string) (*Prepared, string) {
-	m := f.agreement(model)
+	m, key := f.agreement(model)
 	if m.Err != nil {
 		return nil, picker.KVTokenizerUnavailable
 	}
-	return f.prepare(m)
+	return f.prepare(m, key)
 }
 
 // prepare asks the loaders for both of the model's artifacts at once, so
-// one request starts every load it needs.
-func (f *Fleet) prepare(m artifacts.ModelArtifacts) (*Prepared, string) {
+// one request starts every load it needs. key is m.Key spelled out.
+func (f *Fleet) prepare(m artifacts.ModelArtifacts, key string) (*Prepared, string) {
 	model := m.Model
 	tok, tokWhy := ready(f.tokenizers.Get(model, m.Artifacts.Tokenizer.File))
-	p := &Prepared{Key: m.Key.String()}
+	p := &Prepared{Key: key}
 	if tok != nil {
 		p.Encoder = encoder{tok}
 	}

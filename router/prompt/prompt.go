@@ -210,16 +210,69 @@ func (s *Service) encode(e Encoder, text string, addSpecial bool) ([]uint32, err
 // anything renders it.
 func (s *Service) checkChat(body []byte) string {
 	var shape struct {
-		Messages []json.RawMessage `json:"messages"`
-		Tools    []json.RawMessage `json:"tools"`
+		Messages arrayLen `json:"messages"`
+		Tools    arrayLen `json:"tools"`
 	}
 	if json.Unmarshal(body, &shape) != nil {
 		return picker.KVRenderUnavailable
 	}
-	if len(shape.Messages) > s.lim.MaxMessages || len(shape.Tools) > s.lim.MaxTools {
+	if int(shape.Messages) > s.lim.MaxMessages || int(shape.Tools) > s.lim.MaxTools {
 		return picker.KVPromptTooLarge
 	}
 	return ""
+}
+
+// arrayLen decodes a JSON array (or null) as its number of elements,
+// without copying them.
+type arrayLen int
+
+var errNotArray = errors.New("not a JSON array")
+
+// UnmarshalJSON counts the elements of data, which encoding/json has
+// already checked is one valid JSON value.
+func (n *arrayLen) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*n = 0
+		return nil
+	}
+	if len(data) == 0 || data[0] != '[' {
+		return errNotArray
+	}
+	count, depth, inString, empty := 0, 0, false, true
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth == 1 {
+				continue
+			}
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			count++
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		if depth >= 1 {
+			empty = false
+		}
+	}
+	if !empty {
+		count++
+	}
+	*n = arrayLen(count)
+	return nil
 }
 
 // completionPrompt is a completions body's prompt when it is one string.
@@ -244,13 +297,7 @@ type outcome struct {
 // until it returns, so runaway renders occupy at most Permits goroutines,
 // and its artifacts are not rendered again until they change.
 func (s *Service) run(ctx context.Context, key string, chat bool, job func(context.Context) ([]uint32, error)) ([]uint32, string) {
-	wait := time.NewTimer(s.lim.PermitWait)
-	defer wait.Stop()
-	select {
-	case s.permits <- struct{}{}:
-	case <-wait.C:
-		return nil, picker.KVRenderUnavailable
-	case <-ctx.Done():
+	if !s.acquire(ctx) {
 		return nil, picker.KVRenderUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.lim.Deadline)
@@ -282,6 +329,26 @@ func (s *Service) run(ctx context.Context, key string, chat bool, job func(conte
 			s.markOverrun(key)
 		}
 		return nil, picker.KVRenderUnavailable
+	}
+}
+
+// acquire takes a permit, waiting at most PermitWait; a free one is taken
+// at once, without a timer.
+func (s *Service) acquire(ctx context.Context) bool {
+	select {
+	case s.permits <- struct{}{}:
+		return true
+	default:
+	}
+	wait := time.NewTimer(s.lim.PermitWait)
+	defer wait.Stop()
+	select {
+	case s.permits <- struct{}{}:
+		return true
+	case <-wait.C:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 

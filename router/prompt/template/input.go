@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -99,14 +99,13 @@ func (c *converter) optional(raw json.RawMessage, field string) (jinja.Value, er
 }
 
 func (c *converter) convert(raw json.RawMessage, field string) (jinja.Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	v, err := c.value(dec, 0)
-	if err == nil {
-		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
-			err = errors.New("data after the JSON value")
-		}
+	// Validated first, the value is then read in one pass over its bytes:
+	// json.Decoder's tokens cost an allocation or more each.
+	if !json.Valid(raw) {
+		return jinja.Undefined(), fmt.Errorf("%w: %s: %v", ErrInput, field, syntaxError(raw))
 	}
+	r := &jsonReader{b: raw}
+	v, err := c.value(r, 0)
 	if err != nil {
 		if errors.Is(err, ErrInput) || errors.Is(err, ErrLimit) {
 			return jinja.Undefined(), fmt.Errorf("%s: %w", field, err)
@@ -116,62 +115,128 @@ func (c *converter) convert(raw json.RawMessage, field string) (jinja.Value, err
 	return v, nil
 }
 
-func (c *converter) value(dec *json.Decoder, depth int) (jinja.Value, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return jinja.Undefined(), err
+// syntaxError says why raw, which json.Valid refused, is not JSON.
+func syntaxError(raw []byte) error {
+	var sink json.RawMessage
+	if err := json.Unmarshal(raw, &sink); err != nil {
+		return err
 	}
-	switch t := tok.(type) {
-	case json.Delim:
+	return errors.New("invalid JSON")
+}
+
+// jsonReader walks JSON that json.Valid accepted.
+type jsonReader struct {
+	b []byte
+	i int
+}
+
+// next skips white space and returns the byte at the cursor.
+func (r *jsonReader) next() byte {
+	for r.i < len(r.b) {
+		switch c := r.b[r.i]; c {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// str reads the string at the cursor as encoding/json decodes it: escapes
+// resolved, invalid UTF-8 replaced.
+func (r *jsonReader) str() (string, error) {
+	start := r.i
+	escaped := false
+	r.i++
+	for r.b[r.i] != '"' {
+		if r.b[r.i] == '\\' {
+			escaped = true
+			r.i++
+		}
+		r.i++
+	}
+	r.i++
+	inner := r.b[start+1 : r.i-1]
+	if !escaped && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var s string
+	err := json.Unmarshal(r.b[start:r.i], &s)
+	return s, err
+}
+
+func (c *converter) value(r *jsonReader, depth int) (jinja.Value, error) {
+	switch ch := r.next(); ch {
+	case '[', '{':
 		if depth >= c.maxDepth {
 			return jinja.Undefined(), fmt.Errorf("%w: JSON nested deeper than %d", ErrLimit, c.maxDepth)
 		}
-		if t == '[' {
-			return c.array(dec, depth+1)
+		r.i++
+		if ch == '[' {
+			return c.array(r, depth+1)
 		}
-		return c.object(dec, depth+1)
-	case string:
-		return jinja.NewString(t), nil
-	case json.Number:
-		return number(t)
-	case bool:
-		return jinja.NewBool(t), nil
-	case nil:
+		return c.object(r, depth+1)
+	case '"':
+		s, err := r.str()
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		return jinja.NewString(s), nil
+	case 't':
+		r.i += len("true")
+		return jinja.NewBool(true), nil
+	case 'f':
+		r.i += len("false")
+		return jinja.NewBool(false), nil
+	case 'n':
+		r.i += len("null")
 		return jinja.None(), nil
 	}
-	return jinja.Undefined(), fmt.Errorf("unexpected JSON token %v", tok)
+	start := r.i
+	for r.i < len(r.b) && strings.IndexByte("+-0123456789.eE", r.b[r.i]) >= 0 {
+		r.i++
+	}
+	return number(json.Number(r.b[start:r.i]))
 }
 
-func (c *converter) array(dec *json.Decoder, depth int) (jinja.Value, error) {
+func (c *converter) array(r *jsonReader, depth int) (jinja.Value, error) {
 	var items []jinja.Value
-	for dec.More() {
-		v, err := c.value(dec, depth)
+	for r.next() != ']' {
+		v, err := c.value(r, depth)
 		if err != nil {
 			return jinja.Undefined(), err
 		}
 		items = append(items, v)
+		if r.next() == ',' {
+			r.i++
+		}
 	}
-	_, err := dec.Token() // ]
-	return jinja.NewList(items), err
+	r.i++ // ]
+	return jinja.NewList(items), nil
 }
 
-func (c *converter) object(dec *json.Decoder, depth int) (jinja.Value, error) {
+func (c *converter) object(r *jsonReader, depth int) (jinja.Value, error) {
 	obj := jinja.NewDict()
 	d := obj.AsDict()
-	for dec.More() {
-		tok, err := dec.Token()
+	for r.next() != '}' {
+		key, err := r.str()
 		if err != nil {
 			return jinja.Undefined(), err
 		}
-		key, _ := tok.(string)
-		v, err := c.value(dec, depth)
+		r.next()
+		r.i++ // :
+		v, err := c.value(r, depth)
 		if err != nil {
 			return jinja.Undefined(), err
 		}
 		d.Set(key, v) // a repeated key keeps its first place and its last value, as in Python
+		if r.next() == ',' {
+			r.i++
+		}
 	}
-	_, err := dec.Token() // }
-	return obj, err
+	r.i++ // }
+	return obj, nil
 }
 
 // number reads a JSON number as Python's json module does: an integer without a fraction or
