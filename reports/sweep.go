@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,7 +155,7 @@ func JoinCells(cells []SweepCell) (*Sweep, error) {
 		if a.Index() != b.Index() {
 			return a.Index() - b.Index()
 		}
-		return cmpString(a.Source, b.Source)
+		return cmp.Compare(a.Source, b.Source)
 	})
 	first := sorted[0]
 	fs := first.file.Cell.Sweep
@@ -181,16 +182,6 @@ func JoinCells(cells []SweepCell) (*Sweep, error) {
 		s.Missing = append(s.Missing, next)
 	}
 	return s, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 type mergedJSON struct {

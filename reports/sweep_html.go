@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -205,7 +206,7 @@ func (s *Sweep) dimensionChart(di int, col sweepColumn, runs []string) string {
 					lines[ri].Points = append(lines[ri].Points, stats.Point{X: xs[vi], Y: sum[ri][vi] / float64(n[ri][vi])})
 				}
 			}
-			slices.SortFunc(lines[ri].Points, func(a, b stats.Point) int { return cmpFloat(a.X, b.X) })
+			slices.SortFunc(lines[ri].Points, func(a, b stats.Point) int { return cmp.Compare(a.X, b.X) })
 		}
 		return LineChart{Title: title, XLabel: d.Name, YLabel: col.head, Lines: lines, XFromData: true}.SVG()
 	}
@@ -235,14 +236,4 @@ func numbers(vs []string) ([]float64, bool) {
 		out[i] = x
 	}
 	return out, true
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
