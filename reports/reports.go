@@ -70,17 +70,18 @@ func Write(dir string, c Comparison) error {
 	if err != nil {
 		return err
 	}
+	return writeFolder(dir, js, SummaryMarkdown(c), HTML(c))
+}
+
+// writeFolder creates dir and writes a report's three files into it.
+func writeFolder(dir string, summaryJSON, markdown, page []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("reports: %w", err)
 	}
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{
-		{"summary.json", js},
-		{"summary.md", SummaryMarkdown(c)},
-		{"index.html", HTML(c)},
-	} {
+	}{{"summary.json", summaryJSON}, {"summary.md", markdown}, {"index.html", page}} {
 		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
 			return fmt.Errorf("reports: %w", err)
 		}

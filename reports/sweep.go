@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"switchyard/sim/stats"
@@ -261,18 +260,7 @@ func WriteSweep(dir string, s *Sweep) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("reports: %w", err)
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"summary.json", js}, {"summary.md", SweepMarkdown(s)}, {"index.html", SweepHTML(s)}} {
-		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
-			return fmt.Errorf("reports: %w", err)
-		}
-	}
-	return nil
+	return writeFolder(dir, js, SweepMarkdown(s), SweepHTML(s))
 }
 
 // sweepRuns are every run name of the sweep in first-seen order over the cells.

@@ -173,7 +173,7 @@ func RunFile(ctx context.Context, path string, o Options) *Result {
 		res.Live = runLive(ctx, sc, o, record(Live))
 	}
 	if res.Sim != nil && res.Live != nil && res.Sim.evidence != nil && res.Live.evidence != nil {
-		res.Agreement = Agree(res.Sim.evidence, res.Live.evidence, fleetSize(sc))
+		res.Agreement = Agree(res.Sim.evidence, res.Live.evidence, len(workerLabels(sc)))
 		res.Agreement.countVerdicts(res.Sim.Verdicts, res.Live.Verdicts)
 	}
 	if dir != "" {
@@ -199,15 +199,6 @@ func slug(name string) string {
 		s = "scenario" + s
 	}
 	return s
-}
-
-// fleetSize is the number of workers the scenario declares.
-func fleetSize(sc *sim.Scenario) int {
-	n := 0
-	for _, g := range sc.Fleet {
-		n += g.Count
-	}
-	return n
 }
 
 // teePort hands every output to each of its ports (the recording, then

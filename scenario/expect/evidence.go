@@ -197,31 +197,43 @@ func (c *Collector) Record(out core.Output) {
 	case recorder.LoadMessage:
 		// A recording keeps the message and its result's name.
 		c.load(&o.LoadMessage, o.Result)
-	case core.KVApplied:
-		c.count("kv."+o.Result, c.at(o.At))
-	case recorder.KVMessage:
-		c.count("kv."+o.Result, c.at(o.At))
-	case core.ConfigChanged:
-		c.count("config.changed", c.at(o.At))
-	case core.Ended:
-		c.count("ended."+o.Reason, c.at(o.At))
-	case core.Published:
-		c.count("discovery.published", c.at(o.At))
-	case events.DiscoveryPut:
-		c.count("discovery.put", c.at(o.At))
-	case events.DiscoveryDelete:
-		c.count("discovery.delete", c.at(o.At))
-	case events.DiscoveryResync:
-		c.count("discovery.resync", c.at(o.At))
-	case events.DiscoveryReset:
-		c.count("discovery.reset", c.at(o.At))
-	case events.LoadConnected:
-		c.count("load.connected", c.at(o.At))
-	case events.KVConnected:
-		c.count("kv_session.connected", c.at(o.At))
-	case events.KVDisconnected:
-		c.count("kv_session.disconnected", c.at(o.At))
-	case events.KVUnsubscribed:
-		c.count("kv_session.unsubscribed", c.at(o.At))
+	default:
+		if name := countedAs(out); name != "" {
+			c.count(name, c.at(out.Time()))
+		}
 	}
+}
+
+// countedAs is the counter an output that is only counted goes under; ""
+// for one that is not counted.
+func countedAs(out core.Output) string {
+	switch o := out.(type) {
+	case core.KVApplied:
+		return "kv." + o.Result
+	case recorder.KVMessage:
+		return "kv." + o.Result
+	case core.ConfigChanged:
+		return "config.changed"
+	case core.Ended:
+		return "ended." + o.Reason
+	case core.Published:
+		return "discovery.published"
+	case events.DiscoveryPut:
+		return "discovery.put"
+	case events.DiscoveryDelete:
+		return "discovery.delete"
+	case events.DiscoveryResync:
+		return "discovery.resync"
+	case events.DiscoveryReset:
+		return "discovery.reset"
+	case events.LoadConnected:
+		return "load.connected"
+	case events.KVConnected:
+		return "kv_session.connected"
+	case events.KVDisconnected:
+		return "kv_session.disconnected"
+	case events.KVUnsubscribed:
+		return "kv_session.unsubscribed"
+	}
+	return ""
 }
