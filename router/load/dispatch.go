@@ -33,6 +33,8 @@ type Dispatch struct {
 	At           time.Time
 	// ended: refused, failed or cancelled; it may never have reached the engine.
 	ended bool
+	// finished: served to its end; it holds a slot and nothing else.
+	finished bool
 }
 
 // rank is everything the store keeps about one worker rank: its latest
@@ -53,6 +55,10 @@ type rank struct {
 	// looks only as far back as its records go: a saturated rank holds
 	// thousands, and a request ends soon after it is dispatched.
 	records map[uint64]int
+	// finished counts live records of requests served to their end: they
+	// add nothing to the backlog, so they are compacted away when the rank
+	// runs out of room.
+	finished int
 }
 
 func canStall(dp *Dispatch) bool {
@@ -110,7 +116,7 @@ func (d *ranks) each(f func(Key, *rank)) {
 func (d *ranks) answered(r *rank) {
 	if len(r.live()) > 0 {
 		d.total -= len(r.live())
-		r.list, r.head, r.tokens, r.blocks, r.stallable = r.list[:0], 0, 0, 0, 0 // keep the capacity for the next burst
+		r.list, r.head, r.tokens, r.blocks, r.stallable, r.finished = r.list[:0], 0, 0, 0, 0, 0 // keep the capacity for the next burst
 		clear(r.records)
 	}
 }
@@ -123,6 +129,9 @@ func (d *ranks) expire(r *rank, cutoff time.Time) {
 		r.blocks -= r.list[r.head].Blocks
 		if canStall(&r.list[r.head]) {
 			r.stallable--
+		}
+		if r.list[r.head].finished {
+			r.finished--
 		}
 		r.forget(r.list[r.head].RequestID)
 		r.head++
@@ -146,6 +155,25 @@ func (d *ranks) remove(k Key, r *rank) {
 	if len(m) == 0 {
 		delete(d.byNS, k.Namespace)
 	}
+}
+
+// compactAt is the share of a full rank's records that must be finished
+// before the rank is compacted: each compaction moves the live records
+// once, so freeing at least an eighth of them keeps it cheap per dispatch.
+const compactAt = MaxDispatchesPerRank / 8
+
+// compact drops a rank's finished records, keeping the others in order.
+func (d *ranks) compact(r *rank) {
+	kept := r.list[:0]
+	for _, dp := range r.live() {
+		if dp.finished {
+			r.forget(dp.RequestID)
+			d.total--
+			continue
+		}
+		kept = append(kept, dp)
+	}
+	r.list, r.head, r.finished = kept, 0, 0
 }
 
 // forget uncounts one live record of the request.
@@ -188,12 +216,23 @@ func (s *Store) RecordDispatch(dp Dispatch) bool {
 	// second so a saturated store does not pay a full sweep per request.
 	if d.total >= MaxDispatches && dp.At.Sub(d.lastSweep) >= time.Second {
 		d.lastSweep = dp.At
-		d.each(func(_ Key, other *rank) { d.expire(other, cutoff) })
+		d.each(func(_ Key, other *rank) {
+			d.expire(other, cutoff)
+			if other.finished > 0 {
+				d.compact(other)
+			}
+		})
+	}
+	// A request served between two samples of a quiet publisher leaves a
+	// finished record until the next one: without compaction, such records
+	// would fill the rank and refuse every later dispatch.
+	if len(r.live()) >= MaxDispatchesPerRank && r.finished >= compactAt {
+		d.compact(r)
 	}
 	if d.total >= MaxDispatches || len(r.live()) >= MaxDispatchesPerRank {
 		return false
 	}
-	dp.ended = false
+	dp.ended, dp.finished = false, false
 	d.add(r, dp)
 	return true
 }
@@ -237,7 +276,9 @@ func (s *Store) settle(requestID uint64, drop bool, keys []Key) {
 				r.stallable--
 			}
 			dp.ended = true
-			if drop {
+			if drop && !dp.finished {
+				dp.finished = true
+				r.finished++
 				r.tokens -= dp.PromptTokens
 				r.blocks -= dp.Blocks
 				dp.PromptTokens, dp.Blocks = 0, 0

@@ -26,7 +26,9 @@ func settleEveryRecord(s *Store, requestID uint64, drop bool, keys []Key) {
 				r.stallable--
 			}
 			dp.ended = true
-			if drop {
+			if drop && !dp.finished {
+				dp.finished = true
+				r.finished++
 				r.tokens -= dp.PromptTokens
 				r.blocks -= dp.Blocks
 				dp.PromptTokens, dp.Blocks = 0, 0

@@ -294,6 +294,44 @@ func TestDispatchBounds(t *testing.T) {
 	require.True(t, s.RecordDispatch(Dispatch{RequestID: 1 << 20, Key: key(0), At: t0.Add(DispatchTTL)}), "expired records make room")
 }
 
+// A rank whose publisher stays quiet while it serves requests one after
+// another keeps a finished record per request until its next sample:
+// those records give way, so dispatches past the per-rank bound are still
+// counted, and the backlog is that of the requests still running.
+func TestFinishedRecordsMakeRoom(t *testing.T) {
+	s, _ := newStore(t)
+	k := key(0)
+	at := t0
+	const served = 3 * MaxDispatchesPerRank
+	for i := range served {
+		at = at.Add(time.Millisecond)
+		require.True(t, s.RecordDispatch(Dispatch{RequestID: uint64(i), Key: k, Blocks: 2, PromptTokens: 10, At: at}), "dispatch %d", i)
+		if i%10 != 0 { // every tenth request is still running
+			s.FinishDispatch(uint64(i), k)
+		}
+	}
+	running := uint64(served+9) / 10
+	tokens, blocks := s.Unanswered(k, at)
+	require.Equal(t, 10*running, tokens)
+	require.Equal(t, 2*running, blocks)
+	require.LessOrEqual(t, s.ranks.total, MaxDispatchesPerRank)
+	r := s.ranks.lookup(k)
+	require.Equal(t, len(r.live()), len(r.records), "one request count per live record")
+	require.Less(t, r.finished, len(r.live()))
+
+	// Unfinished records still fill the rank and are refused past the bound.
+	s2, _ := newStore(t)
+	for i := range MaxDispatchesPerRank {
+		require.True(t, s2.RecordDispatch(Dispatch{RequestID: uint64(i), Key: k, Blocks: 1, At: t0}))
+		if i < compactAt-1 {
+			s2.FinishDispatch(uint64(i), k)
+		}
+	}
+	require.False(t, s2.RecordDispatch(Dispatch{RequestID: 1 << 20, Key: k, At: t0}), "too few finished records to compact")
+	s2.FinishDispatch(compactAt-1, k)
+	require.True(t, s2.RecordDispatch(Dispatch{RequestID: 1 << 20, Key: k, At: t0}), "an eighth finished: compacted")
+}
+
 func TestSteadyStateApplyAllocatesNothing(t *testing.T) {
 	s, cnt := newStore(t)
 	const runs = 1000
