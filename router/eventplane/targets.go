@@ -50,18 +50,9 @@ func Targets(snap *discovery.Snapshot, topic string) ([]Target, []Skip) {
 			skip(envelope.Unsupported, "transport kind "+strconv.Quote(p.TransportKind)+" is not dialed directly")
 			continue
 		}
-		hostPort, ok := strings.CutPrefix(p.Address, "tcp://")
-		if !ok {
-			skip(envelope.Unsupported, "endpoint scheme is not tcp://")
-			continue
-		}
-		host, port, err := net.SplitHostPort(hostPort)
-		if err != nil || host == "" {
-			skip(envelope.Malformed, "endpoint is not tcp://host:port")
-			continue
-		}
-		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-			skip(envelope.Malformed, "endpoint port is not 1-65535")
+		hostPort, r, reason := ZmqHostPort(p.Address)
+		if reason != "" {
+			skip(r, reason)
 			continue
 		}
 		out = append(out, Target{Namespace: p.Namespace, PublisherID: p.PublisherID, Topic: topic,
@@ -74,4 +65,24 @@ func Targets(snap *discovery.Snapshot, topic string) ([]Target, []Skip) {
 		return out[i].Namespace < out[j].Namespace
 	})
 	return out, skips
+}
+
+// ZmqHostPort checks a fleet-advertised Zmq endpoint, tcp://host:port with
+// a port in 1-65535, and returns it without its scheme. A refusal says why
+// and classifies it: Unsupported for another scheme, Malformed for an
+// unusable endpoint; reason is "" when the endpoint is usable. Channels
+// and their replay endpoints follow the same rule.
+func ZmqHostPort(endpoint string) (hostPort string, refused envelope.Result, reason string) {
+	hostPort, ok := strings.CutPrefix(endpoint, "tcp://")
+	if !ok {
+		return "", envelope.Unsupported, "endpoint scheme is not tcp://"
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" {
+		return "", envelope.Malformed, "endpoint is not tcp://host:port"
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", envelope.Malformed, "endpoint port is not 1-65535"
+	}
+	return hostPort, 0, ""
 }
