@@ -52,7 +52,9 @@ type RefusedError struct {
 	Detail string
 }
 
-func (e *RefusedError) Error() string { return "replay refused (" + e.Reason.String() + "): " + e.Detail }
+func (e *RefusedError) Error() string {
+	return "replay refused (" + e.Reason.String() + "): " + e.Detail
+}
 
 func refuse(r Reason, format string, args ...any) error {
 	return &RefusedError{Reason: r, Detail: fmt.Sprintf(format, args...)}
