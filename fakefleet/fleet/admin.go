@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -69,6 +70,15 @@ func (f *Fleet) AdminHandler() http.Handler {
 			err = f.RestartPublisher(r.Context(), id)
 		case "gap":
 			err = f.Gap(id)
+		case "drop":
+			n := 1
+			if q := r.URL.Query().Get("n"); q != "" {
+				if n, err = strconv.Atoi(q); err != nil || n < 1 || n > maxDrop {
+					http.Error(w, fmt.Sprintf("n must be 1-%d", maxDrop), http.StatusBadRequest)
+					return
+				}
+			}
+			err = f.Drop(id, n)
 		case "malformed":
 			err = f.Malformed(id)
 		case "malformed-record":

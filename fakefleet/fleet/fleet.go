@@ -189,7 +189,8 @@ type Member struct {
 func (m *Member) channels() []registrar.Channel {
 	out := []registrar.Channel{{Topic: "kv_metrics", PublisherID: m.pub.ID(), Endpoint: m.pub.Endpoint()}}
 	if m.kvPub != nil {
-		out = append(out, registrar.Channel{Topic: publish.KVEventsTopic, PublisherID: m.kvPub.ID(), Endpoint: m.kvPub.Endpoint()})
+		out = append(out, registrar.Channel{Topic: publish.KVEventsTopic, PublisherID: m.kvPub.ID(), Endpoint: m.kvPub.Endpoint(),
+			Replay: m.kvPub.ReplayEndpoint()})
 	}
 	return out
 }
@@ -292,6 +293,11 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 	m := &Member{Role: role, pub: pub}
 	if s.Engine {
 		if m.kvPub, err = publish.New(publish.KVEventsTopic); err != nil {
+			pub.Close()
+			return nil, err
+		}
+		if err = m.kvPub.ServeReplay(publish.DefaultReplayBuffer); err != nil {
+			m.kvPub.Close()
 			pub.Close()
 			return nil, err
 		}
@@ -483,6 +489,23 @@ func (f *Fleet) Gap(id uint64) error {
 		return err
 	}
 	m.pub.SkipSequence()
+	return nil
+}
+
+// maxDrop bounds one drop fault: a replay buffer holds 10,000 messages.
+const maxDrop = publish.DefaultReplayBuffer
+
+// Drop loses a worker's next n kv-events messages on the way: the router
+// sees a gap that a replay can recover, unlike Gap's skipped sequence.
+func (f *Fleet) Drop(id uint64, n int) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	if m.kvPub == nil {
+		return ErrNoEngine
+	}
+	m.kvPub.DropNext(n)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"switchyard/fakefleet/fleet"
 	"switchyard/fakefleet/frontend"
 	"switchyard/router/config"
+	"switchyard/router/eventplane"
 	"switchyard/router/load"
 	"switchyard/router/server"
 )
@@ -207,6 +208,21 @@ func TestEngineWorkersAdvertiseKVEvents(t *testing.T) {
 	})
 	_, _, err := s.ask(t, "still serving through the frontend")
 	require.NoError(t, err)
+
+	// The kv-events channels carry their replay sockets through etcd and
+	// discovery to the subscription targets; the load channels have none.
+	targets, skips := eventplane.Targets(s.router.Discovery().Snapshot(), "kv-events")
+	require.Empty(t, skips)
+	require.Len(t, targets, 2)
+	for _, tg := range targets {
+		require.Empty(t, tg.ReplayRefused)
+		require.Regexp(t, `^tcp://127\.0\.0\.1:\d+$`, tg.ReplayEndpoint)
+		require.NotEqual(t, "tcp://"+tg.HostPort, tg.ReplayEndpoint)
+	}
+	loads, _ := eventplane.Targets(s.router.Discovery().Snapshot(), "kv_metrics")
+	for _, tg := range loads {
+		require.Empty(t, tg.ReplayEndpoint)
+	}
 }
 
 // Faults the router must shrug off: a malformed discovery record beside a
@@ -219,6 +235,8 @@ func TestFaultsTheRouterSurvives(t *testing.T) {
 	require.NoError(t, s.fleet.MalformedRecord(ctx, id))
 	require.NoError(t, s.fleet.Malformed(id))
 	require.NoError(t, s.fleet.Gap(id))
+	require.NoError(t, s.fleet.Drop(id, 2))
+	require.ErrorIs(t, s.fleet.Drop(id+1, 1), fleet.ErrNoWorker)
 	require.NoError(t, s.fleet.RestartPublisher(ctx, id))
 	require.NoError(t, s.fleet.Reset(id))
 	eventually(t, "the new publisher incarnation", func() bool {

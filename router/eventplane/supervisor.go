@@ -139,6 +139,10 @@ type SubscriptionInfo struct {
 	// started if it never had one; zero while a session is up. A host
 	// ages subscriptions that stay down with it.
 	Down time.Time
+	// Replay reports that the publisher advertises a usable replay
+	// socket; ReplayRefused why an advertised one is not used.
+	Replay        bool
+	ReplayRefused string
 }
 
 type subKey struct {
@@ -269,6 +273,18 @@ func (s *Supervisor) ReconcileWithin(snap *discovery.Snapshot, limit int) int {
 	s.targets = targets
 	s.apply(false)
 	return len(targets)
+}
+
+// Target is the running subscription's target for a publisher: where a
+// replay of what it missed can be asked for (ReplayEndpoint).
+func (s *Supervisor) Target(namespace string, publisherID uint64) (Target, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub, ok := s.subs[subKey{namespace, publisherID}]
+	if !ok {
+		return Target{}, false
+	}
+	return sub.target, true
 }
 
 // SetPolicy changes the dial policy and restarts every subscription under it.
@@ -566,7 +582,8 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 	for _, sub := range s.subs {
 		t := sub.target
 		info := SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
-			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport}
+			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport,
+			Replay: t.ReplayEndpoint != "", ReplayRefused: t.ReplayRefused}
 		if ns := sub.down.Load(); ns != 0 {
 			info.Down = time.Unix(0, ns)
 		}

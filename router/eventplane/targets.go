@@ -19,6 +19,13 @@ type Target struct {
 	// HostPort is the tcp:// endpoint without its scheme. Internal: never
 	// exported by the admin API or metrics.
 	HostPort string
+	// ReplayEndpoint is the publisher's replay socket (tcp://host:port),
+	// "" when it advertises none or one that fails the channel's own
+	// transport rules (ReplayRefused says why). A change restarts the
+	// subscription, as any change of its record does. Internal like
+	// HostPort.
+	ReplayEndpoint string
+	ReplayRefused  string
 }
 
 // Skip is a channel that cannot become a subscription, and why.
@@ -55,8 +62,10 @@ func Targets(snap *discovery.Snapshot, topic string) ([]Target, []Skip) {
 			skip(r, reason)
 			continue
 		}
-		out = append(out, Target{Namespace: p.Namespace, PublisherID: p.PublisherID, Topic: topic,
-			Component: p.Component, HostPort: hostPort})
+		t := Target{Namespace: p.Namespace, PublisherID: p.PublisherID, Topic: topic,
+			Component: p.Component, HostPort: hostPort}
+		t.ReplayEndpoint, t.ReplayRefused = replayEndpoint(p)
+		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].PublisherID != out[j].PublisherID {
@@ -85,4 +94,19 @@ func ZmqHostPort(endpoint string) (hostPort string, refused envelope.Result, rea
 		return "", envelope.Malformed, "endpoint port is not 1-65535"
 	}
 	return hostPort, 0, ""
+}
+
+// replayEndpoint checks a channel's advertised replay socket under the
+// channel's transport rules: a Zmq kind and a tcp://host:port endpoint.
+func replayEndpoint(p *discovery.Publisher) (endpoint, refused string) {
+	if p.ReplayKind == "" && p.ReplayAddress == "" {
+		return "", ""
+	}
+	if p.ReplayKind != "Zmq" {
+		return "", "replay transport kind " + strconv.Quote(p.ReplayKind) + " is not dialed directly"
+	}
+	if _, _, reason := ZmqHostPort(p.ReplayAddress); reason != "" {
+		return "", "replay " + reason
+	}
+	return p.ReplayAddress, ""
 }
