@@ -79,6 +79,8 @@ type Counts struct {
 	Replays, Ended, Stopped, Failed atomic.Uint64
 	// Batches counts replies delivered.
 	Batches atomic.Uint64
+	// Running is how many replays a Replayer has in progress.
+	Running atomic.Int64
 	refused [numReasons]atomic.Uint64
 }
 

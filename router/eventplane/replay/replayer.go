@@ -102,6 +102,9 @@ func (r *Replayer) Start(req Request) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.running[k] = cancel
+	if c := r.Fetcher.Counts; c != nil {
+		c.Running.Add(1)
+	}
 	r.wg.Add(1)
 	go r.run(ctx, k, req)
 	return nil
@@ -134,6 +137,9 @@ func (r *Replayer) run(ctx context.Context, k key, req Request) {
 	r.mu.Lock()
 	delete(r.running, k)
 	r.mu.Unlock()
+	if c := r.Fetcher.Counts; c != nil {
+		c.Running.Add(-1)
+	}
 	r.End(req, got, err)
 }
 
