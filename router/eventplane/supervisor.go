@@ -140,9 +140,10 @@ type SubscriptionInfo struct {
 	// ages subscriptions that stay down with it.
 	Down time.Time
 	// Replay reports that the publisher advertises a usable replay
-	// socket; ReplayRefused why an advertised one is not used.
+	// socket; ReplayRefused that it advertises one the router refused
+	// (the log says why).
 	Replay        bool
-	ReplayRefused string
+	ReplayRefused bool
 }
 
 type subKey struct {
@@ -386,6 +387,10 @@ func (s *Supervisor) start(t Target) *subscription {
 	sub := &subscription{target: t, transport: s.policy.Transport, cancel: cancel, done: make(chan struct{})}
 	now := s.clk.Now()
 	sub.down.Store(now.UnixNano())
+	if t.ReplayRefused != "" {
+		s.log.Warn("publisher's replay endpoint refused; its missed messages cannot be asked for again",
+			"topic", s.fam.Topic, "namespace", t.Namespace, "publisher_id", t.PublisherID, "reason", t.ReplayRefused)
+	}
 	if ss, ok := s.fam.Sink.(SessionSink); ok {
 		ss.Subscribed(t.Namespace, t.PublisherID, now)
 	}
@@ -583,7 +588,7 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 		t := sub.target
 		info := SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
 			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport,
-			Replay: t.ReplayEndpoint != "", ReplayRefused: t.ReplayRefused}
+			Replay: t.ReplayEndpoint != "", ReplayRefused: t.ReplayRefused != ""}
 		if ns := sub.down.Load(); ns != 0 {
 			info.Down = time.Unix(0, ns)
 		}
