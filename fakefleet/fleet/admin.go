@@ -20,6 +20,7 @@ import (
 //	POST /fleet/workers/{id}/stall?on=false    stop (resume) progress and publishing
 //	POST /fleet/workers/{id}/restart-publisher new publisher id, re-advertised
 //	POST /fleet/workers/{id}/gap               skip one load sequence
+//	POST /fleet/workers/{id}/drop?n=1          lose kv-events messages, kept for replay
 //	POST /fleet/workers/{id}/malformed         publish a malformed message
 //	POST /fleet/workers/{id}/malformed-record  a non-JSON discovery record under its lease
 //	POST /fleet/workers/{id}/reset             empty the KV cache (engine workers): Cleared

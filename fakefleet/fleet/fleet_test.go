@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -237,6 +238,15 @@ func TestFaultsTheRouterSurvives(t *testing.T) {
 	require.NoError(t, s.fleet.Gap(id))
 	require.NoError(t, s.fleet.Drop(id, 2))
 	require.ErrorIs(t, s.fleet.Drop(id+1, 1), fleet.ErrNoWorker)
+	admin := httptest.NewServer(s.fleet.AdminHandler())
+	defer admin.Close()
+	for q, want := range map[string]int{"": http.StatusNoContent, "?n=3": http.StatusNoContent,
+		"?n=0": http.StatusBadRequest, "?n=10001": http.StatusBadRequest, "?n=x": http.StatusBadRequest} {
+		resp, err := http.Post(fmt.Sprintf("%s/fleet/workers/%d/drop%s", admin.URL, id, q), "", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "drop%s", q)
+	}
 	require.NoError(t, s.fleet.RestartPublisher(ctx, id))
 	require.NoError(t, s.fleet.Reset(id))
 	eventually(t, "the new publisher incarnation", func() bool {
