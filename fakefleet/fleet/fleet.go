@@ -56,6 +56,10 @@ type Spec struct {
 	// worker's lease. False runs the simpler fakefleet/worker, without KV
 	// events.
 	Engine bool
+	// ReplayBuffer is how many kv-events messages each engine worker keeps
+	// for replay (0: publish.DefaultReplayBuffer, vLLM's default; negative:
+	// no replay socket). A full buffer holds a few MiB per worker.
+	ReplayBuffer int
 	// Artifacts, when set, are the tokenizer files every worker names on
 	// its card and the frontend emulation tokenizes prompts with, as a
 	// dynamo.vllm fleet serving that model does.
@@ -296,10 +300,12 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 			pub.Close()
 			return nil, err
 		}
-		if err = m.kvPub.ServeReplay(publish.DefaultReplayBuffer); err != nil {
-			m.kvPub.Close()
-			pub.Close()
-			return nil, err
+		if s.ReplayBuffer >= 0 {
+			if err = m.kvPub.ServeReplay(s.ReplayBuffer); err != nil {
+				m.kvPub.Close()
+				pub.Close()
+				return nil, err
+			}
 		}
 		e := f.engine
 		m.engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,

@@ -226,6 +226,16 @@ func TestEngineWorkersAdvertiseKVEvents(t *testing.T) {
 	}
 }
 
+// A fleet told to keep no replay buffer advertises no replay socket.
+func TestFleetWithoutReplay(t *testing.T) {
+	s := start(t, fleet.Spec{Aggregated: 1, SpeedupRatio: 100, LeaseTTL: 2, Engine: true, ReplayBuffer: -1}, "3s")
+	eventually(t, "the kv-events channel", func() bool { return s.router.Discovery().Snapshot().CountPublishers("kv-events") == 1 })
+	targets, _ := eventplane.Targets(s.router.Discovery().Snapshot(), "kv-events")
+	require.Len(t, targets, 1)
+	require.Empty(t, targets[0].ReplayEndpoint)
+	require.Empty(t, targets[0].ReplayRefused)
+}
+
 // Faults the router must shrug off: a malformed discovery record beside a
 // worker's own, a malformed load message, a sequence gap, a publisher
 // restart. The worker stays routable through all of them.
