@@ -116,6 +116,9 @@ func (f *Fetcher) fetch(ctx context.Context, endpoint string, from uint64, deliv
 	if err != nil {
 		return Result{}, refuse(ReasonEndpoint, "%v", err)
 	}
+	if f.Dialer == nil {
+		return Result{}, errors.New("replay: no dialer (the subscriptions' dial policy)")
+	}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
 	conn, err := f.Dialer.Dial(ctx, hostPort)
