@@ -70,6 +70,12 @@ func (sc *Scenario) validateFault(i int, f Fault) []error {
 	if f.Kind != FaultDegrade && f.Loss != 0 {
 		bad(".loss: only for degrade")
 	}
+	if f.Kind == FaultDrop && (f.Count < 0 || f.Count > MaxDropCount) {
+		bad(".count: must be in [1, %d] (0: 1)", MaxDropCount)
+	}
+	if f.Kind != FaultDrop && f.Count != 0 {
+		bad(".count: only for drop")
+	}
 	if f.Kind != FaultReload {
 		if f.Router != nil {
 			bad(".router: only for reload")

@@ -86,6 +86,9 @@ type publisher struct {
 	// tail is when the stream's last message arrives: one TCP connection
 	// delivers in order, so no later message arrives before it.
 	tail time.Time
+	// drop is how many of the incarnation's next messages are lost on the
+	// way (the drop fault): numbered, then never delivered.
+	drop int
 }
 
 // rank is one engine and its step timer.

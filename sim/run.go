@@ -78,6 +78,8 @@ type Summary struct {
 	// lost.
 	Resyncs     int    `json:",omitempty"`
 	DegradeLost uint64 `json:",omitempty"`
+	// Dropped counts the kv-events messages drop faults lost.
+	Dropped uint64 `json:",omitempty"`
 	// Brokers is what the broker transport did (router.load_transport:
 	// broker only).
 	Brokers *BrokerSummary `json:",omitempty"`
@@ -385,6 +387,11 @@ func (r *Run) deliverLoad(w *worker, frames [][]byte, now time.Time) {
 // deliverKV does the same for a kv-events message.
 func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 	if !w.kvPub.subscribed {
+		return
+	}
+	if w.kvPub.drop > 0 {
+		w.kvPub.drop--
+		r.summary.Dropped++
 		return
 	}
 	id, car, sess := w.kvPub.id, w.kvPub.relay.carrier, w.kvPub.relay.session
@@ -743,6 +750,8 @@ func (r *Run) inject(f Fault, now time.Time) {
 	case FaultGap:
 		w.pub.seq++
 		w.kvPub.seq++
+	case FaultDrop:
+		w.kvPub.drop += max(f.Count, 1)
 	case FaultMalformed:
 		w.pub.seq++
 		frames := malformedFrames(w.pub.id, w.pub.seq)

@@ -260,6 +260,9 @@ type Fault struct {
 	// Router holds the settings a reload changes; what it leaves out
 	// stays as it was.
 	Router *ReloadParams `yaml:"router,omitempty"`
+	// Count is how many kv-events messages drop loses (default 1, at most
+	// MaxDropCount).
+	Count int `yaml:"count,omitempty"`
 
 	// workerSet: the YAML named a worker, which a fleet-wide fault refuses
 	// (worker: 0 cannot be told from no worker otherwise).
@@ -404,6 +407,7 @@ const (
 
 	FaultLeaseExpiry FaultKind = "lease_expiry" // the worker's lease lapses while it lives; it may register again
 	FaultDegrade     FaultKind = "degrade"      // messages from the worker's publishers are delayed and lost
+	FaultDrop        FaultKind = "drop"         // the worker's next count kv-events messages are lost on the way
 
 	FaultKillBroker    FaultKind = "kill_broker"    // the broker's session ends, and every stream it carries
 	FaultRestartBroker FaultKind = "restart_broker" // a new session of the broker (ending a live one first)
@@ -419,7 +423,7 @@ const (
 
 var faultKinds = []FaultKind{FaultKill, FaultStall, FaultResume, FaultRestartPublisher, FaultGap, FaultMalformed, FaultReset,
 	FaultSlow, FaultFail, FaultRecover, FaultMalformedRecord, FaultPartition, FaultHeal, FaultLeaseExpiry, FaultDegrade,
-	FaultKillBroker, FaultRestartBroker, FaultDrainBroker,
+	FaultDrop, FaultKillBroker, FaultRestartBroker, FaultDrainBroker,
 	FaultEtcdRestart, FaultEtcdCompaction, FaultShimSlow, FaultShimFail, FaultShimRecover, FaultReload}
 
 // OfBroker reports whether the fault names a broker rather than a worker.
@@ -576,6 +580,10 @@ func (d *Duration) Set(s string) error {
 
 // MarshalYAML writes the duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MaxDropCount bounds one drop fault: a replaying publisher keeps its last
+// 10,000 messages, so losing more could never be recovered anyway.
+const MaxDropCount = 10_000
 
 // FormatVersion is the scenario format this build reads and writes.
 const FormatVersion = 1

@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 //	POST /fleet/workers/{id}/stall?on=false    stop (resume) progress and publishing
 //	POST /fleet/workers/{id}/restart-publisher new publisher id, re-advertised
 //	POST /fleet/workers/{id}/gap               skip one load sequence
+//	POST /fleet/workers/{id}/drop?n=1          lose kv-events messages, kept for replay
 //	POST /fleet/workers/{id}/malformed         publish a malformed message
 //	POST /fleet/workers/{id}/malformed-record  a non-JSON discovery record under its lease
 //	POST /fleet/workers/{id}/reset             empty the KV cache (engine workers): Cleared
@@ -69,6 +71,15 @@ func (f *Fleet) AdminHandler() http.Handler {
 			err = f.RestartPublisher(r.Context(), id)
 		case "gap":
 			err = f.Gap(id)
+		case "drop":
+			n := 1
+			if q := r.URL.Query().Get("n"); q != "" {
+				if n, err = strconv.Atoi(q); err != nil || n < 1 || n > maxDrop {
+					http.Error(w, fmt.Sprintf("n must be 1-%d", maxDrop), http.StatusBadRequest)
+					return
+				}
+			}
+			err = f.Drop(id, n)
 		case "malformed":
 			err = f.Malformed(id)
 		case "malformed-record":

@@ -56,6 +56,10 @@ type Spec struct {
 	// worker's lease. False runs the simpler fakefleet/worker, without KV
 	// events.
 	Engine bool
+	// ReplayBuffer is how many kv-events messages each engine worker keeps
+	// for replay (0: publish.DefaultReplayBuffer, vLLM's default; negative:
+	// no replay socket). A full buffer holds a few MiB per worker.
+	ReplayBuffer int
 	// Artifacts, when set, are the tokenizer files every worker names on
 	// its card and the frontend emulation tokenizes prompts with, as a
 	// dynamo.vllm fleet serving that model does.
@@ -189,7 +193,8 @@ type Member struct {
 func (m *Member) channels() []registrar.Channel {
 	out := []registrar.Channel{{Topic: "kv_metrics", PublisherID: m.pub.ID(), Endpoint: m.pub.Endpoint()}}
 	if m.kvPub != nil {
-		out = append(out, registrar.Channel{Topic: publish.KVEventsTopic, PublisherID: m.kvPub.ID(), Endpoint: m.kvPub.Endpoint()})
+		out = append(out, registrar.Channel{Topic: publish.KVEventsTopic, PublisherID: m.kvPub.ID(), Endpoint: m.kvPub.Endpoint(),
+			Replay: m.kvPub.ReplayEndpoint()})
 	}
 	return out
 }
@@ -294,6 +299,13 @@ func (f *Fleet) add(ctx context.Context, role string) (*Member, error) {
 		if m.kvPub, err = publish.New(publish.KVEventsTopic); err != nil {
 			pub.Close()
 			return nil, err
+		}
+		if s.ReplayBuffer >= 0 {
+			if err = m.kvPub.ServeReplay(s.ReplayBuffer); err != nil {
+				m.kvPub.Close()
+				pub.Close()
+				return nil, err
+			}
 		}
 		e := f.engine
 		m.engine = engineworker.New(engineworker.Config{Model: s.Model, Role: role, BlockSize: s.BlockSize,
@@ -483,6 +495,23 @@ func (f *Fleet) Gap(id uint64) error {
 		return err
 	}
 	m.pub.SkipSequence()
+	return nil
+}
+
+// maxDrop bounds one drop fault: a replay buffer holds 10,000 messages.
+const maxDrop = publish.DefaultReplayBuffer
+
+// Drop loses a worker's next n kv-events messages on the way: the router
+// sees a gap that a replay can recover, unlike Gap's skipped sequence.
+func (f *Fleet) Drop(id uint64, n int) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	if m.kvPub == nil {
+		return ErrNoEngine
+	}
+	m.kvPub.DropNext(n)
 	return nil
 }
 

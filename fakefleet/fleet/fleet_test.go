@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"switchyard/fakefleet/fleet"
 	"switchyard/fakefleet/frontend"
 	"switchyard/router/config"
+	"switchyard/router/eventplane"
 	"switchyard/router/load"
 	"switchyard/router/server"
 )
@@ -207,6 +209,31 @@ func TestEngineWorkersAdvertiseKVEvents(t *testing.T) {
 	})
 	_, _, err := s.ask(t, "still serving through the frontend")
 	require.NoError(t, err)
+
+	// The kv-events channels carry their replay sockets through etcd and
+	// discovery to the subscription targets; the load channels have none.
+	targets, skips := eventplane.Targets(s.router.Discovery().Snapshot(), "kv-events")
+	require.Empty(t, skips)
+	require.Len(t, targets, 2)
+	for _, tg := range targets {
+		require.Empty(t, tg.ReplayRefused)
+		require.Regexp(t, `^tcp://127\.0\.0\.1:\d+$`, tg.ReplayEndpoint)
+		require.NotEqual(t, "tcp://"+tg.HostPort, tg.ReplayEndpoint)
+	}
+	loads, _ := eventplane.Targets(s.router.Discovery().Snapshot(), "kv_metrics")
+	for _, tg := range loads {
+		require.Empty(t, tg.ReplayEndpoint)
+	}
+}
+
+// A fleet told to keep no replay buffer advertises no replay socket.
+func TestFleetWithoutReplay(t *testing.T) {
+	s := start(t, fleet.Spec{Aggregated: 1, SpeedupRatio: 100, LeaseTTL: 2, Engine: true, ReplayBuffer: -1}, "3s")
+	eventually(t, "the kv-events channel", func() bool { return s.router.Discovery().Snapshot().CountPublishers("kv-events") == 1 })
+	targets, _ := eventplane.Targets(s.router.Discovery().Snapshot(), "kv-events")
+	require.Len(t, targets, 1)
+	require.Empty(t, targets[0].ReplayEndpoint)
+	require.Empty(t, targets[0].ReplayRefused)
 }
 
 // Faults the router must shrug off: a malformed discovery record beside a
@@ -219,6 +246,17 @@ func TestFaultsTheRouterSurvives(t *testing.T) {
 	require.NoError(t, s.fleet.MalformedRecord(ctx, id))
 	require.NoError(t, s.fleet.Malformed(id))
 	require.NoError(t, s.fleet.Gap(id))
+	require.NoError(t, s.fleet.Drop(id, 2))
+	require.ErrorIs(t, s.fleet.Drop(id+1, 1), fleet.ErrNoWorker)
+	admin := httptest.NewServer(s.fleet.AdminHandler())
+	defer admin.Close()
+	for q, want := range map[string]int{"": http.StatusNoContent, "?n=3": http.StatusNoContent,
+		"?n=0": http.StatusBadRequest, "?n=10001": http.StatusBadRequest, "?n=x": http.StatusBadRequest} {
+		resp, err := http.Post(fmt.Sprintf("%s/fleet/workers/%d/drop%s", admin.URL, id, q), "", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "drop%s", q)
+	}
 	require.NoError(t, s.fleet.RestartPublisher(ctx, id))
 	require.NoError(t, s.fleet.Reset(id))
 	eventually(t, "the new publisher incarnation", func() bool {

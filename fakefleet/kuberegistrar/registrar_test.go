@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,8 @@ func testFleet() []registrar.Worker {
 			Transport: fmt.Sprintf("10.0.0.%d:9000/%s", i+1, component), Tokenizer: tok,
 			Channels: []registrar.Channel{
 				{Topic: "kv_metrics", PublisherID: uint64(1000 + i), Endpoint: fmt.Sprintf("tcp://10.0.0.%d:5557", i+1)},
-				{Topic: "kv-events", PublisherID: uint64(2000 + i), Endpoint: fmt.Sprintf("tcp://10.0.0.%d:5558", i+1)},
+				{Topic: "kv-events", PublisherID: uint64(2000 + i), Endpoint: fmt.Sprintf("tcp://10.0.0.%d:5558", i+1),
+					Replay: fmt.Sprintf("tcp://10.0.0.%d:5559", i+1)},
 			}})
 	}
 	add("prefill", "prefill", 1)
@@ -147,6 +149,19 @@ func TestEtcdAndKubernetesDiscoveryAgree(t *testing.T) {
 		require.NotZero(t, w.Runtime.TotalKVBlocks, "worker %x has its capacity", w.InstanceID)
 	}
 	require.Equal(t, map[discovery.Role]int{discovery.RolePrefill: 2, discovery.RoleDecode: 2, discovery.RoleAggregated: 1}, roles)
+	// The replay extension field survives both paths (compared above) and
+	// names each kv-events publisher's replay socket.
+	replays := 0
+	for _, p := range got.Publishers {
+		if p.Topic == discovery.TopicKVEvents {
+			require.Equal(t, "Zmq", p.ReplayKind)
+			require.Equal(t, strings.Replace(p.Address, ":5558", ":5559", 1), p.ReplayAddress)
+			replays++
+		} else {
+			require.Empty(t, p.ReplayAddress)
+		}
+	}
+	require.Equal(t, len(fleet), replays)
 }
 
 // A registered worker is discovered under hash_pod_name of its Pod; a

@@ -80,7 +80,7 @@ func (p *Publisher) sendKVEvent(ev wire.RouterEvent) error {
 		return nil
 	}
 	p.seq++
-	return p.sock.Send(zmq4.NewMsgFrom(wire.KVEventsMessage(p.id, p.seq, ev, time.Now())...))
+	return p.sendLocked(wire.KVEventsMessage(p.id, p.seq, ev, time.Now()))
 }
 
 // HasSubscriber reports whether a subscription to p's topic has reached

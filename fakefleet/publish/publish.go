@@ -29,6 +29,12 @@ type Publisher struct {
 	seq    uint64
 	addr   string
 	closed bool
+
+	// replayN is the replay buffer size, 0 without replay (replay.go).
+	replayN int
+	replay  *replayServer
+	// drop is how many of the next messages are lost on the way.
+	drop int
 }
 
 // New binds a PUB socket for topic on 127.0.0.1 with a random publisher id.
@@ -73,14 +79,35 @@ func (p *Publisher) Send(payload []byte) error {
 		return nil
 	}
 	p.seq++
-	return p.sock.Send(zmq4.NewMsgFrom(wire.Message(p.Topic, p.id, p.seq, payload, time.Now())...))
+	return p.sendLocked(wire.Message(p.Topic, p.id, p.seq, payload, time.Now()))
+}
+
+// sendLocked keeps the message for replay under p.seq and sends it,
+// unless it is to be lost on the way; p.mu held.
+func (p *Publisher) sendLocked(frames [][]byte) error {
+	p.keep(p.seq, frames)
+	if p.drop > 0 {
+		p.drop--
+		return nil
+	}
+	return p.sock.Send(zmq4.NewMsgFrom(frames...))
 }
 
 // SkipSequence makes the next message jump a sequence (a fault: the
-// subscriber sees a gap).
+// subscriber sees a gap). The skipped sequence was never a message, so a
+// replay cannot bring it back.
 func (p *Publisher) SkipSequence() {
 	p.mu.Lock()
 	p.seq++
+	p.mu.Unlock()
+}
+
+// DropNext loses the next n messages on the way (a fault: the subscriber
+// sees a gap). They are numbered and kept for replay as if sent, so a
+// replay recovers them.
+func (p *Publisher) DropNext(n int) {
+	p.mu.Lock()
+	p.drop += max(n, 0)
 	p.mu.Unlock()
 }
 
@@ -92,12 +119,21 @@ func (p *Publisher) SendRaw(frames ...[]byte) error {
 }
 
 // Restart closes the socket and binds a new one with a new publisher id,
-// as a restarted worker process would. The caller re-advertises it.
+// as a restarted worker process would, with a new, empty replay socket if
+// it serves replay. The caller re-advertises both.
 func (p *Publisher) Restart() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sock.Close()
-	return p.bind()
+	p.closeReplay()
+	p.drop = 0
+	if err := p.bind(); err != nil {
+		return err
+	}
+	if p.replayN > 0 {
+		return p.bindReplay()
+	}
+	return nil
 }
 
 // Close stops publishing.
@@ -107,5 +143,6 @@ func (p *Publisher) Close() {
 	if !p.closed {
 		p.closed = true
 		p.sock.Close()
+		p.closeReplay()
 	}
 }

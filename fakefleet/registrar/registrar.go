@@ -69,6 +69,10 @@ type Channel struct {
 	PublisherID uint64
 	// Endpoint is tcp://host:port of the publisher's ZMQ PUB socket.
 	Endpoint string
+	// Replay is tcp://host:port of its replay socket, "" for none. It is
+	// advertised as Switchyard's extension field "replay" beside
+	// "transport", in the same shape; Dynamo ignores unknown fields.
+	Replay string
 }
 
 // Registration is a live worker registration.
@@ -308,12 +312,16 @@ func Records(w Worker, instanceID uint64) map[string][]byte {
 		// the publisher's own id (not the worker's) as instance_id.
 		key := fmt.Sprintf("v1/event_channels/namespace/%s/component/%s/endpoint/generate/topic/%s/%x",
 			discovery.EncodeSegment(w.Namespace), discovery.EncodeSegment(w.Component), discovery.EncodeSegment(c.Topic), c.PublisherID)
-		out[key] = mustJSON(map[string]any{
+		rec := map[string]any{
 			"type":  "EventChannel",
 			"scope": map[string]any{"kind": "endpoint", "endpoint": map[string]any{"namespace": w.Namespace, "component": w.Component, "name": "generate"}},
 			"topic": c.Topic, "instance_id": c.PublisherID,
 			"transport": map[string]any{"kind": "Zmq", "config": map[string]any{"endpoint": c.Endpoint}},
-		})
+		}
+		if c.Replay != "" {
+			rec["replay"] = map[string]any{"kind": "Zmq", "config": map[string]any{"endpoint": c.Replay}}
+		}
+		out[key] = mustJSON(rec)
 	}
 	return out
 }

@@ -30,7 +30,11 @@ func (f fixedStatus) Namespaces() []string          { return []string{"dynamo"} 
 func (f fixedStatus) Snapshot() *discovery.Snapshot { return f.snap }
 func (f fixedStatus) Subscriptions() []eventplane.SubscriptionInfo {
 	return []eventplane.SubscriptionInfo{{Family: "kv_metrics", Namespace: "dynamo", PublisherID: 2046539,
-		Component: "decode", State: eventplane.Connected, Transport: "direct"}}
+		Component: "decode", State: eventplane.Connected, Transport: "direct"},
+		{Family: "kv-events", Namespace: "dynamo", PublisherID: 2046540, Component: "decode", State: eventplane.Connected,
+			Transport: "direct", Replay: true},
+		{Family: "kv-events", Namespace: "dynamo", PublisherID: 2046541, Component: "decode", State: eventplane.Backoff,
+			Transport: "direct", ReplayRefused: true}}
 }
 
 func fixtureSnapshot(t *testing.T) *discovery.Snapshot {
@@ -117,7 +121,12 @@ func TestWorkersResponseShape(t *testing.T) {
 		"first_seen":             "2026-09-23T04:11:02+00:00", "last_updated": "2026-09-23T04:11:02+00:00",
 	}, decode)
 	require.Equal(t, []any{map[string]any{"family": "kv_metrics", "publisher_id": "2046539", "namespace": "dynamo",
-		"component": "decode", "state": "connected", "transport": "direct"}}, got["subscriptions"])
+		"component": "decode", "state": "connected", "transport": "direct"},
+		map[string]any{"family": "kv-events", "publisher_id": "2046540", "namespace": "dynamo",
+			"component": "decode", "state": "connected", "transport": "direct", "replay": true},
+		map[string]any{"family": "kv-events", "publisher_id": "2046541", "namespace": "dynamo",
+			"component": "decode", "state": "backoff", "transport": "direct", "replay_refused": true},
+	}, got["subscriptions"])
 	// Nothing internal leaks: transport addresses, publisher endpoints, raw cards.
 	for _, secret := range []string{"10.0.0", "tcp://", "slug", "31000", "41000", "nats_tcp"} {
 		require.NotContains(t, body, secret)

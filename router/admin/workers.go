@@ -114,6 +114,11 @@ type SubscriptionJSON struct {
 	// Broker is the id of the broker carrying a broker-transport
 	// subscription's stream, absent while none does.
 	Broker string `json:"broker,omitempty"`
+	// Replay says the publisher advertises a replay socket the router can
+	// ask for missed kv-events; ReplayRefused that it advertises one the
+	// router refused (the log says why).
+	Replay        bool `json:"replay,omitempty"`
+	ReplayRefused bool `json:"replay_refused,omitempty"`
 }
 
 // Signals says what the active source can tell about workers.
@@ -180,7 +185,8 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 	for _, s := range st.Subscriptions() {
 		resp.Subscriptions = append(resp.Subscriptions, SubscriptionJSON{
 			Family: s.Family, PublisherID: strconv.FormatUint(s.PublisherID, 10), Namespace: s.Namespace,
-			Component: s.Component, State: s.State.String(), Transport: s.Transport, Broker: s.Broker})
+			Component: s.Component, State: s.State.String(), Transport: s.Transport, Broker: s.Broker,
+			Replay: s.Replay, ReplayRefused: s.ReplayRefused})
 	}
 	if rs, ok := st.(ReplicaSyncStatus); ok {
 		resp.ReplicaSync = rs.ReplicaSync()

@@ -46,6 +46,11 @@ type InferencePoolDiscovery struct {
 	// unless the Pod's switchyard.dev/kv-events-port annotation names
 	// another (vLLM binds tcp://*:5557 by default).
 	KVEventsPort int `yaml:"kv_events_port"`
+	// KVReplayPort is the port of each Pod's KV-event replay socket
+	// (vLLM's replay_endpoint), unless the Pod's
+	// switchyard.dev/kv-replay-port annotation names another; 0: the
+	// engines serve no replay.
+	KVReplayPort int `yaml:"kv_replay_port"`
 	// KVEventsListen, when set, is the address (host:port) of a listener
 	// the Pods' publishers dial instead (llm-d-inference-sim's
 	// --zmq-endpoint, vLLM's connect mode): the picker binds it, accepts

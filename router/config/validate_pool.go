@@ -25,6 +25,9 @@ func (k *checker) inferencePool(c *Config) {
 	if ip.KVEventsPort < 1 || ip.KVEventsPort > 65535 {
 		k.err(p+".kv_events_port", "must be a port between 1 and 65535, got %d", ip.KVEventsPort)
 	}
+	if ip.KVReplayPort < 0 || ip.KVReplayPort > 65535 {
+		k.err(p+".kv_replay_port", "must be 0 (no replay) or a port between 1 and 65535, got %d", ip.KVReplayPort)
+	}
 	if ip.KVEventsListen != "" {
 		k.errIf(p+".kv_events_listen", checkHostPort(ip.KVEventsListen, true))
 	}

@@ -538,6 +538,9 @@ func TestValidateStandalone(t *testing.T) {
 		"dynamo.discovery.source: inference_pool is the endpoint picker's standalone mode: set epp.enabled and epp.mode: standalone")
 	assert.Equal(t, []string{"dynamo.discovery.inference_pool.kv_events_port: must be a port between 1 and 65535, got 0"},
 		standalone(func(c *Config) { c.Dynamo.Discovery.InferencePool.KVEventsPort = 0 }))
+	assert.Empty(t, standalone(func(c *Config) { c.Dynamo.Discovery.InferencePool.KVReplayPort = 5558 }))
+	assert.Equal(t, []string{"dynamo.discovery.inference_pool.kv_replay_port: must be 0 (no replay) or a port between 1 and 65535, got 70000"},
+		standalone(func(c *Config) { c.Dynamo.Discovery.InferencePool.KVReplayPort = 70000 }))
 	assert.Empty(t, standalone(func(c *Config) { c.EPP.FallbackEndpoints = MaxFallbackEndpoints }))
 	assert.Equal(t, []string{"epp.fallback_endpoints: must be between 0 and 8, got 9"},
 		standalone(func(c *Config) { c.EPP.FallbackEndpoints = 9 }))

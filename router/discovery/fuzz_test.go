@@ -16,6 +16,7 @@ func FuzzReducer(f *testing.F) {
 	}
 	f.Add(uint8(1), []byte(`{"type":"Endpoint","endpoint":"generate","instance_id":"ffffffffffffffff"}`), []byte(`{"type":"Model","instance_id":18446744073709551615,"card_json":{"runtime_config":{"data_parallel_size":0}}}`))
 	f.Add(uint8(3), []byte(`{"type":"EventChannel","topic":"kv_metrics","instance_id":1,"scope":{"kind":"endpoint","endpoint":null}}`), []byte(`null`))
+	f.Add(uint8(3), []byte(`{"type":"EventChannel","topic":"kv-events","instance_id":2,"transport":{"kind":"Zmq","config":{"endpoint":"tcp://10.0.0.1:5557"}},"replay":{"kind":"Zmq","config":{"endpoint":"tcp://10.0.0.1:5558"}}}`), []byte(`{"type":"EventChannel","topic":"kv-events","instance_id":2,"replay":[1,2]}`))
 	f.Fuzz(func(t *testing.T, ks uint8, a, b []byte) {
 		r := NewReducer(nil, nil)
 		space := events.Keyspace(ks%3 + 1)

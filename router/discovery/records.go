@@ -143,6 +143,10 @@ type envelope struct {
 	Topic       string          `json:"topic"`
 	Scope       json.RawMessage `json:"scope"`
 	Transport   json.RawMessage `json:"transport"`
+	// Replay is Switchyard's extension beside an EventChannel's transport:
+	// where the publisher resends buffered messages, in the transport's
+	// shape. Dynamo ignores the unknown field.
+	Replay json.RawMessage `json:"replay"`
 }
 
 var keyspaceTypes = map[events.Keyspace]recordKind{
@@ -279,6 +283,12 @@ type Publisher struct {
 	// Address is the Zmq endpoint (tcp://host:port). Internal: never exported
 	// by the admin API or metrics.
 	Address string
+	// ReplayKind and ReplayAddress are the replay socket the record
+	// advertises (the "replay" extension field): where missed kv-events
+	// messages can be asked for again. Both "" without one; internal like
+	// Address.
+	ReplayKind    string
+	ReplayAddress string
 }
 
 type scopeWire struct {
@@ -396,6 +406,15 @@ func parseChannel(ns string, e *envelope) (parsed, error) {
 		if json.Unmarshal(e.Transport, &t) == nil {
 			p.TransportKind = t.Kind
 			p.Address = t.Config.Endpoint
+		}
+	}
+	// A replay field the router cannot read only means no replay: the
+	// channel itself stays usable.
+	if len(e.Replay) > 0 {
+		var t transportWire
+		if json.Unmarshal(e.Replay, &t) == nil {
+			p.ReplayKind = t.Kind
+			p.ReplayAddress = t.Config.Endpoint
 		}
 	}
 	return parsed{channel: p}, nil

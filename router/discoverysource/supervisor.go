@@ -105,7 +105,7 @@ func PoolSource(clk clock.Clock, log *slog.Logger) SourceFactory {
 		ip := d.InferencePool
 		pc := k8ssource.PoolWatcherConfig{
 			PoolConfig: k8ssource.PoolConfig{DynamoNamespace: config.DefaultNamespace, Model: cfg.EPP.ModelName,
-				BlockSize: cfg.EPP.KVCacheBlockSize, KVEventsPort: ip.KVEventsPort, KVEventsListen: ip.KVEventsListen != "",
+				BlockSize: cfg.EPP.KVCacheBlockSize, KVEventsPort: ip.KVEventsPort, KVReplayPort: ip.KVReplayPort, KVEventsListen: ip.KVEventsListen != "",
 				Tokenizer:    k8ssource.PoolFile{Path: ip.Tokenizer.Path, Checksum: ip.Tokenizer.Checksum},
 				ChatTemplate: k8ssource.PoolFile{Path: ip.ChatTemplate.Path, Checksum: ip.ChatTemplate.Checksum, Kind: ip.ChatTemplate.TemplateKind()}},
 			Namespace:      ip.Namespace,

@@ -139,6 +139,11 @@ type SubscriptionInfo struct {
 	// started if it never had one; zero while a session is up. A host
 	// ages subscriptions that stay down with it.
 	Down time.Time
+	// Replay reports that the publisher advertises a usable replay
+	// socket; ReplayRefused that it advertises one the router refused
+	// (the log says why).
+	Replay        bool
+	ReplayRefused bool
 }
 
 type subKey struct {
@@ -271,6 +276,18 @@ func (s *Supervisor) ReconcileWithin(snap *discovery.Snapshot, limit int) int {
 	return len(targets)
 }
 
+// Target is the running subscription's target for a publisher: where a
+// replay of what it missed can be asked for (ReplayEndpoint).
+func (s *Supervisor) Target(namespace string, publisherID uint64) (Target, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub, ok := s.subs[subKey{namespace, publisherID}]
+	if !ok {
+		return Target{}, false
+	}
+	return sub.target, true
+}
+
 // SetPolicy changes the dial policy and restarts every subscription under it.
 func (s *Supervisor) SetPolicy(p Policy) {
 	s.mu.Lock()
@@ -370,6 +387,10 @@ func (s *Supervisor) start(t Target) *subscription {
 	sub := &subscription{target: t, transport: s.policy.Transport, cancel: cancel, done: make(chan struct{})}
 	now := s.clk.Now()
 	sub.down.Store(now.UnixNano())
+	if t.ReplayRefused != "" {
+		s.log.Warn("publisher's replay endpoint refused; its missed messages cannot be asked for again",
+			"topic", s.fam.Topic, "namespace", t.Namespace, "publisher_id", t.PublisherID, "reason", t.ReplayRefused)
+	}
 	if ss, ok := s.fam.Sink.(SessionSink); ok {
 		ss.Subscribed(t.Namespace, t.PublisherID, now)
 	}
@@ -566,7 +587,8 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 	for _, sub := range s.subs {
 		t := sub.target
 		info := SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
-			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport}
+			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport,
+			Replay: t.ReplayEndpoint != "", ReplayRefused: t.ReplayRefused != ""}
 		if ns := sub.down.Load(); ns != 0 {
 			info.Down = time.Unix(0, ns)
 		}

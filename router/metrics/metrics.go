@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"switchyard/router/discovery"
+	"switchyard/router/eventplane/replay"
 )
 
 // Discovery are the discovery collectors.
@@ -28,6 +29,9 @@ type Set struct {
 	Selection Selection
 	KV        KV
 	EPP       EPP
+	// KVReplay are the totals of the process's KV-event replays: the
+	// host's replay.Fetcher counts into them.
+	KVReplay *replay.Counts
 }
 
 // New builds and registers every collector, with each closed label value
@@ -47,7 +51,9 @@ func New() *Set {
 	reg.MustRegister(k.Events, k.Selection)
 	e := newEPP()
 	reg.MustRegister(e.collectors()...)
-	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k, EPP: e}
+	rc := &replay.Counts{}
+	reg.MustRegister(&KVReplayCollector{Counts: rc})
+	return &Set{Registry: reg, Discovery: d, Load: l, Gateway: g, Selection: sel, KV: k, EPP: e, KVReplay: rc}
 }
 
 // NewDiscovery builds the discovery collectors, unregistered, with every

@@ -261,6 +261,8 @@ func (s *stack) fault(ctx context.Context, m member, f sim.Fault) error {
 		return m.fleet.RestartPublisher(ctx, m.id)
 	case sim.FaultGap:
 		return m.fleet.Gap(m.id)
+	case sim.FaultDrop:
+		return m.fleet.Drop(m.id, max(f.Count, 1))
 	case sim.FaultMalformed:
 		return m.fleet.Malformed(m.id)
 	case sim.FaultReset:

@@ -274,6 +274,7 @@ workload:
     count: 24
 faults:
   - {at: 1s, worker: 0, kind: gap}
+  - {at: 1s, worker: 0, kind: drop, count: 2}
   - {at: 1s, worker: 1, kind: malformed}
   - {at: 1s, worker: 2, kind: malformed_record}
   - {at: 1s, worker: 3, kind: restart_publisher}

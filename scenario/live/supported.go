@@ -29,7 +29,7 @@ const (
 // liveFaults are the fault kinds a live run injects through the fleet.
 var liveFaults = map[sim.FaultKind]bool{
 	sim.FaultKill: true, sim.FaultStall: true, sim.FaultResume: true, sim.FaultRestartPublisher: true,
-	sim.FaultGap: true, sim.FaultMalformed: true, sim.FaultReset: true, sim.FaultSlow: true,
+	sim.FaultGap: true, sim.FaultDrop: true, sim.FaultMalformed: true, sim.FaultReset: true, sim.FaultSlow: true,
 	sim.FaultFail: true, sim.FaultRecover: true, sim.FaultMalformedRecord: true,
 	sim.FaultLeaseExpiry: true, sim.FaultReload: true,
 	sim.FaultShimSlow: true, sim.FaultShimFail: true, sim.FaultShimRecover: true,

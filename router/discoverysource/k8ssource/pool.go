@@ -22,6 +22,11 @@ import (
 // <pod IP>:<this port>.
 const AnnotationKVEventsPort = "switchyard.dev/kv-events-port"
 
+// AnnotationKVReplayPort names, on a worker Pod of an InferencePool, the
+// port its engine serves KV-event replay on (vLLM's replay_endpoint),
+// when it is not the pool's kv_replay_port.
+const AnnotationKVReplayPort = "switchyard.dev/kv-replay-port"
+
 // DefaultKVEventsPort is vLLM's default KV event publisher port.
 const DefaultKVEventsPort = 5557
 
@@ -76,6 +81,9 @@ type PoolConfig struct {
 	// KVEventsPort is the publisher port of a Pod without the
 	// AnnotationKVEventsPort annotation (0: DefaultKVEventsPort).
 	KVEventsPort int
+	// KVReplayPort is the replay port of a Pod without the
+	// AnnotationKVReplayPort annotation; 0: no replay.
+	KVReplayPort int
 	// KVEventsListen says the publishers dial the picker's listener
 	// instead: the records then carry no kv-events channel to dial.
 	KVEventsListen bool
@@ -158,7 +166,9 @@ type poolPod struct {
 	name, ip string
 	ready    bool
 	kvPort   int
-	out      published
+	// replayPort is the Pod's replay socket port, 0 for none.
+	replayPort int
+	out        published
 }
 
 // NewPoolFleet makes an empty translation. log and count may be nil.
@@ -216,7 +226,8 @@ func (f *PoolFleet) Remove(name string, at time.Time) []events.Event {
 }
 
 func (f *PoolFleet) describe(p *corev1.Pod) *poolPod {
-	e := &poolPod{name: p.Name, ip: podIP(p.Status.PodIP), ready: podReady(p), kvPort: f.kvEventsPort(p)}
+	e := &poolPod{name: p.Name, ip: podIP(p.Status.PodIP), ready: podReady(p), kvPort: f.kvEventsPort(p),
+		replayPort: f.kvReplayPort(p)}
 	if e.ready && e.ip != "" && f.port > 0 {
 		e.out = published{namespace: f.cfg.DynamoNamespace, records: f.records(e)}
 	}
@@ -239,6 +250,22 @@ func (f *PoolFleet) kvEventsPort(p *corev1.Pod) int {
 	return n
 }
 
+// kvReplayPort reads the Pod's replay annotation, falling back to the
+// pool's (and counting the Pod refused) when it is not a port.
+func (f *PoolFleet) kvReplayPort(p *corev1.Pod) int {
+	v, ok := p.Annotations[AnnotationKVReplayPort]
+	if !ok {
+		return f.cfg.KVReplayPort
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 65535 {
+		f.count(KindRefused)
+		f.log.Warn("ignoring a kv-replay port annotation that is not a port", "pod", p.Name, "annotation", AnnotationKVReplayPort, "value", v)
+		return f.cfg.KVReplayPort
+	}
+	return n
+}
+
 // poolComponent is the component the pool's workers are registered
 // under, as Dynamo's aggregated workers are.
 const poolComponent = "backend"
@@ -255,6 +282,10 @@ func (f *PoolFleet) records(e *poolPod) []events.DiscoveryRecord {
 	channel := channelJSON{Type: "EventChannel", Namespace: f.cfg.DynamoNamespace, Component: poolComponent, Topic: discovery.TopicKVEvents,
 		InstanceID: id, Transport: channelTransportJSON{Kind: "Zmq"}}
 	channel.Transport.Config.Endpoint = "tcp://" + net.JoinHostPort(e.ip, strconv.Itoa(e.kvPort))
+	if e.replayPort > 0 {
+		channel.Replay = &channelTransportJSON{Kind: "Zmq"}
+		channel.Replay.Config.Endpoint = "tcp://" + net.JoinHostPort(e.ip, strconv.Itoa(e.replayPort))
+	}
 	out := []events.DiscoveryRecord{
 		{Keyspace: events.Instances, Key: "v1/instances/" + path, Value: mustJSON(endpoint)},
 		{Keyspace: events.Models, Key: "v1/mdc/" + path, Value: card},
@@ -279,6 +310,9 @@ type channelJSON struct {
 	Topic      string               `json:"topic"`
 	InstanceID uint64               `json:"instance_id"`
 	Transport  channelTransportJSON `json:"transport"`
+	// Replay is Switchyard's extension field: the replay socket, in the
+	// transport's shape.
+	Replay *channelTransportJSON `json:"replay,omitempty"`
 }
 
 type channelTransportJSON struct {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"switchyard/router/discovery"
 	"switchyard/router/events"
 	"switchyard/router/prompt/artifacts"
 )
@@ -110,4 +111,46 @@ func TestPoolRecordsWithAListenerHaveNoChannel(t *testing.T) {
 	require.Empty(t, listen[events.EventChannels])
 	require.Len(t, listen[events.Instances], 1)
 	require.Len(t, listen[events.Models], 1)
+}
+
+// A pool with a replay port advertises each Pod's replay socket beside
+// its kv-events channel, at the annotated port when one is given; the
+// router's discovery reads it back. Without one, no replay is advertised.
+func TestPoolRecordsAdvertiseTheReplaySocket(t *testing.T) {
+	annotated := readyPoolPod("p-1", "10.0.0.2")
+	annotated.Annotations = map[string]string{AnnotationKVReplayPort: "6001"}
+	bad := readyPoolPod("p-2", "10.0.0.3")
+	bad.Annotations = map[string]string{AnnotationKVReplayPort: "65536"}
+	pods := []*corev1.Pod{readyPoolPod("p-0", "10.0.0.1"), annotated, bad}
+	refused := 0
+	count := func(kind string) {
+		if kind == KindRefused {
+			refused++
+		}
+	}
+	replayOf := func(cfg PoolConfig) map[string]string {
+		f := NewPoolFleet(cfg, nil, count)
+		r := discovery.NewReducer(nil, nil)
+		for _, e := range f.Relist(pods, 8000, time.Unix(0, 0), 1) {
+			r.Apply(e)
+		}
+		out := map[string]string{}
+		for _, p := range r.View().Publishers {
+			out[p.Address] = p.ReplayKind + " " + p.ReplayAddress
+		}
+		return out
+	}
+	cfg := PoolConfig{DynamoNamespace: "dynamo", Model: "m", BlockSize: 16, KVReplayPort: 5558}
+	require.Equal(t, map[string]string{
+		"tcp://10.0.0.1:5557": "Zmq tcp://10.0.0.1:5558",
+		"tcp://10.0.0.2:5557": "Zmq tcp://10.0.0.2:6001",
+		"tcp://10.0.0.3:5557": "Zmq tcp://10.0.0.3:5558",
+	}, replayOf(cfg))
+	require.Equal(t, 1, refused, "the annotation that is not a port")
+	cfg.KVReplayPort = 0
+	require.Equal(t, map[string]string{
+		"tcp://10.0.0.1:5557": " ",
+		"tcp://10.0.0.2:5557": "Zmq tcp://10.0.0.2:6001",
+		"tcp://10.0.0.3:5557": " ",
+	}, replayOf(cfg))
 }

@@ -64,19 +64,6 @@ func peerSocketType(props []byte) ([]byte, error) {
 	return st, nil
 }
 
-// appendReady appends our READY command: Socket-Type=SUB and nothing else
-// (a SUB has no use for an Identity).
-func appendReady(dst []byte) []byte {
-	body := 1 + len("READY") + 1 + len(socketTypeProp) + 4 + len(ourSocketType)
-	dst = appendFrameHeader(dst, flagCommand, body)
-	dst = append(dst, byte(len("READY")))
-	dst = append(dst, "READY"...)
-	dst = append(dst, byte(len(socketTypeProp)))
-	dst = append(dst, socketTypeProp...)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(ourSocketType)))
-	return append(dst, ourSocketType...)
-}
-
 // appendPong appends the PONG that answers a PING whose data (TTL + context)
 // is given. PING's context is echoed; a context longer than the 16 octets the
 // spec allows is refused, which also keeps the PONG within the scratch.

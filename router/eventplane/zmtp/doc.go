@@ -1,4 +1,5 @@
-// Package zmtp is a bounded ZMTP 3.x SUB client over a net.Conn, and the
+// Package zmtp is a bounded ZMTP 3.x SUB client over a net.Conn, its
+// DEALER variant for request/reply with a ROUTER (Dealer, dealer.go), and the
 // PUB end of one connection (PubConn, pub.go) for the router's own
 // publishers (replica sync).
 //

@@ -37,3 +37,7 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// errEmptyMessage refuses a send with no frames: ZMTP has no empty
+// message, so this is the caller's mistake, not the peer's.
+var errEmptyMessage = errors.New("zmtp: a message needs at least one frame")

@@ -106,3 +106,28 @@ func FuzzHandshake(f *testing.F) {
 		checkSession(t, s, fuzzLimits)
 	})
 }
+
+// FuzzDealer feeds an arbitrary ROUTER handshake and replies to a DEALER
+// that has sent a replay request.
+func FuzzDealer(f *testing.F) {
+	f.Add(routerHello(1))
+	f.Add(append(routerHello(0), message(replyFrames(3, []byte("p"))...)...))
+	f.Add(append(routerHello(1), message(replyFrames(-1, nil)...)...))
+	f.Add(pubHello(1))
+	for _, s := range fuzzSeeds() {
+		f.Add(append(routerHello(1), s...))
+	}
+	f.Fuzz(func(t *testing.T, peer []byte) {
+		d, err := HandshakeDealer(&memConn{head: peer}, fuzzLimits)
+		if err != nil {
+			if !IsProtocolError(err) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("handshake ended with %v (%T)", err, err)
+			}
+			return
+		}
+		if err := d.Send([]byte{}, make([]byte, 8)); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		checkSession(t, &d.s, fuzzLimits)
+	})
+}

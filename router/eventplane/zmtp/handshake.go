@@ -35,18 +35,7 @@ func (s *Sub) handshake(topics [][]byte) error {
 	if err := s.conn.SetDeadline(time.Now().Add(s.lim.HandshakeTimeout)); err != nil {
 		return err
 	}
-	// Send the whole greeting at once: we support a single version and a
-	// single mechanism, so there is nothing to negotiate first.
-	putGreeting(s.wbuf[:])
-	if _, err := s.conn.Write(s.wbuf[:greetingSize]); err != nil {
-		return err
-	}
-	minor, err := readGreeting(&s.r)
-	if err != nil {
-		return err
-	}
-	s.minor = minor
-	if _, err := s.conn.Write(appendReady(s.wbuf[:0])); err != nil {
+	if err := s.greet(ourSocketType); err != nil {
 		return err
 	}
 	if err := s.readReady(); err != nil {
@@ -58,6 +47,23 @@ func (s *Sub) handshake(topics [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// greet sends our greeting, reads the peer's, and sends our READY as
+// socketType. Sending the whole greeting at once is fine: we support a
+// single version and a single mechanism, so there is nothing to negotiate.
+func (s *Sub) greet(socketType string) error {
+	putGreeting(s.wbuf[:])
+	if _, err := s.conn.Write(s.wbuf[:greetingSize]); err != nil {
+		return err
+	}
+	minor, err := readGreeting(&s.r)
+	if err != nil {
+		return err
+	}
+	s.minor = minor
+	_, err = s.conn.Write(appendReadyAs(s.wbuf[:0], socketType))
+	return err
 }
 
 // readReady reads the peer's first command, which under NULL must be READY
