@@ -219,8 +219,11 @@ func waitIdle(t *testing.T, sups []*eventplane.Supervisor, n int) {
 	}
 }
 
-// idleCeiling is a loose bound on one idle subscription's heap and stack.
-const idleCeiling = 16 << 10
+// idleCeiling bounds one idle subscription's heap and stack: the goal of
+// parking idle sessions.
+const idleCeiling = 4 << 10
 
-// idleReady: the subscription has its session and waits for a message.
-func idleReady(info eventplane.SubscriptionInfo) bool { return info.State == eventplane.Connected }
+// idleReady: the subscription has its session, which went idle and parked.
+func idleReady(info eventplane.SubscriptionInfo) bool {
+	return info.State == eventplane.Connected && info.Parked
+}

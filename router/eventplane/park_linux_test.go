@@ -1,0 +1,157 @@
+//go:build linux
+
+package eventplane
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+func waitWoken(t *testing.T, ch <-chan string, want string) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got != want {
+			t.Fatalf("%s woke, want %s", got, want)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s never woke", want)
+	}
+}
+
+func isParked(s *parkSlot) bool {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	return s.p.parked[s.key] == s
+}
+
+// A parked slot wakes once when bytes arrive, and again after re-parking
+// if bytes are still queued (level-triggered), never twice per park.
+func TestParkWakesOnceWhenReadable(t *testing.T) {
+	client, server := tcpPair(t)
+	slot := newParkSlot(client)
+	if slot == nil {
+		t.Fatal("no slot for a TCP connection")
+	}
+	var wakes atomic.Int32
+	woke := make(chan string, 4)
+	resume := func() { wakes.Add(1); woke <- "client" }
+	if err := slot.park(resume); err != nil {
+		t.Fatal(err)
+	}
+	if !isParked(slot) {
+		t.Fatal("not parked")
+	}
+	server.Write([]byte("x"))
+	waitWoken(t, woke, "client")
+	if isParked(slot) {
+		t.Fatal("still parked after waking")
+	}
+	// The byte was not read: parking again wakes at once.
+	if err := slot.park(resume); err != nil {
+		t.Fatal(err)
+	}
+	waitWoken(t, woke, "client")
+	if n := wakes.Load(); n != 2 {
+		t.Fatalf("%d wakes for two parks", n)
+	}
+}
+
+// A peer that closes wakes the parked side (it then reads EOF).
+func TestParkWakesOnHangUp(t *testing.T) {
+	client, server := tcpPair(t)
+	slot := newParkSlot(client)
+	woke := make(chan string, 1)
+	if err := slot.park(func() { woke <- "client" }); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	waitWoken(t, woke, "client")
+}
+
+// A connection closed before it parks is refused with errConnClosed; a
+// stop that closes a parked one and wakes it resumes it exactly once.
+func TestParkAndStopRace(t *testing.T) {
+	client, _ := tcpPair(t)
+	slot := newParkSlot(client)
+	client.Close()
+	if err := slot.park(func() { t.Error("a closed connection parked") }); err != errConnClosed {
+		t.Fatalf("park after close: %v, want errConnClosed", err)
+	}
+
+	for range 50 {
+		client, server := tcpPair(t)
+		slot := newParkSlot(client)
+		var wakes atomic.Int32
+		woke := make(chan string, 2)
+		if err := slot.park(func() { wakes.Add(1); woke <- "client" }); err != nil {
+			t.Fatal(err)
+		}
+		// The peer's bytes and a stop race for the one wake.
+		go server.Write([]byte("x"))
+		client.Close()
+		slot.wake()
+		waitWoken(t, woke, "client")
+		select {
+		case <-woke:
+			t.Fatal("resumed twice")
+		default:
+		}
+		slot.wake() // a second stop finds nothing parked
+		if n := wakes.Load(); n != 1 {
+			t.Fatalf("%d resumes", n)
+		}
+	}
+}
+
+// Events name slots, not descriptor numbers: a closed connection's number
+// reused by a new one never wakes the old slot.
+func TestParkSurvivesDescriptorReuse(t *testing.T) {
+	a, _ := tcpPair(t)
+	slotA := newParkSlot(a)
+	wokeA := make(chan string, 1)
+	if err := slotA.park(func() { wokeA <- "a" }); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // leaves the epoll set; nothing wakes slotA
+	b, peerB := tcpPair(t)
+	slotB := newParkSlot(b)
+	woke := make(chan string, 1)
+	if err := slotB.park(func() { woke <- "b" }); err != nil {
+		t.Fatal(err)
+	}
+	peerB.Write([]byte("x"))
+	waitWoken(t, woke, "b")
+	if !isParked(slotA) || len(wokeA) != 0 {
+		t.Fatal("the closed connection's slot woke")
+	}
+	slotA.wake() // what its stop does
+	waitWoken(t, wokeA, "a")
+}
