@@ -30,7 +30,7 @@ func (f fixedStatus) Namespaces() []string          { return []string{"dynamo"} 
 func (f fixedStatus) Snapshot() *discovery.Snapshot { return f.snap }
 func (f fixedStatus) Subscriptions() []eventplane.SubscriptionInfo {
 	return []eventplane.SubscriptionInfo{{Family: "kv_metrics", Namespace: "dynamo", PublisherID: 2046539,
-		Component: "decode", State: eventplane.Connected, Transport: "direct"}}
+		Component: "decode", State: eventplane.Connected, Transport: "direct", Parked: true}}
 }
 
 func fixtureSnapshot(t *testing.T) *discovery.Snapshot {
@@ -117,7 +117,7 @@ func TestWorkersResponseShape(t *testing.T) {
 		"first_seen":             "2026-09-23T04:11:02+00:00", "last_updated": "2026-09-23T04:11:02+00:00",
 	}, decode)
 	require.Equal(t, []any{map[string]any{"family": "kv_metrics", "publisher_id": "2046539", "namespace": "dynamo",
-		"component": "decode", "state": "connected", "transport": "direct"}}, got["subscriptions"])
+		"component": "decode", "state": "connected", "transport": "direct", "parked": true}}, got["subscriptions"])
 	// Nothing internal leaks: transport addresses, publisher endpoints, raw cards.
 	for _, secret := range []string{"10.0.0", "tcp://", "slug", "31000", "41000", "nats_tcp"} {
 		require.NotContains(t, body, secret)

@@ -114,6 +114,9 @@ type SubscriptionJSON struct {
 	// Broker is the id of the broker carrying a broker-transport
 	// subscription's stream, absent while none does.
 	Broker string `json:"broker,omitempty"`
+	// Parked: the session is idle and parked with the poller, no
+	// goroutine reading it until the publisher sends.
+	Parked bool `json:"parked,omitempty"`
 }
 
 // Signals says what the active source can tell about workers.
@@ -180,7 +183,7 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 	for _, s := range st.Subscriptions() {
 		resp.Subscriptions = append(resp.Subscriptions, SubscriptionJSON{
 			Family: s.Family, PublisherID: strconv.FormatUint(s.PublisherID, 10), Namespace: s.Namespace,
-			Component: s.Component, State: s.State.String(), Transport: s.Transport, Broker: s.Broker})
+			Component: s.Component, State: s.State.String(), Transport: s.Transport, Broker: s.Broker, Parked: s.Parked})
 	}
 	if rs, ok := st.(ReplicaSyncStatus); ok {
 		resp.ReplicaSync = rs.ReplicaSync()
