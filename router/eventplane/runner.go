@@ -13,12 +13,13 @@ import (
 	"switchyard/router/eventplane/zmtp"
 )
 
-// ParkAfter is how long a direct session's goroutine waits for the next
-// message before the session parks: the goroutine ends, the read buffer
-// goes back to a shared pool, and the poller starts a new goroutine once
-// the connection is readable again (a message, a PING, a close). A busy
-// stream never parks; an idle one holds neither a goroutine nor buffers.
-// Relayed (broker) streams have no descriptor to poll and never park.
+// ParkAfter is how long after a message began a direct session's goroutine
+// waits for the next before the session parks: the goroutine ends, the read
+// buffer goes back to a shared pool, and the poller starts a new goroutine
+// once the connection is readable again (a message, a PING, a close). A
+// busy stream never parks; an idle one holds neither a goroutine nor
+// buffers. Relayed (broker) streams have no descriptor to poll and never
+// park.
 const ParkAfter = time.Second
 
 // runner is one subscription's life: connect (under the broker transport,

@@ -16,11 +16,13 @@ var ErrIdle = errors.New("zmtp: no message began within the idle wait")
 var readBufs = sync.Pool{New: func() any { return new([readBufSize]byte) }}
 
 // ReadMessageOrIdle is ReadMessage for a caller that parks idle connections:
-// when nothing is buffered it waits at most idle for the next message or
-// command to begin and returns ErrIdle if none did, leaving the Sub usable.
-// PING is answered and other commands skipped as by ReadMessage, and every
-// ceiling and MessageTimeout apply alike; the idle wait starts again after
-// each command. Any other error ends the Sub as in ReadMessage.
+// when nothing is buffered it waits for the next message or command to begin
+// until idle after the last one began (or after the call, for the first
+// wait) and returns ErrIdle if none did, leaving the Sub usable. Counting
+// from the last beginning costs no clock reading per message. PING is
+// answered and other commands skipped as by ReadMessage, and every ceiling
+// and MessageTimeout apply alike. Any other error ends the Sub as in
+// ReadMessage.
 func (s *Sub) ReadMessageOrIdle(idle time.Duration) ([][]byte, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -30,22 +32,35 @@ func (s *Sub) ReadMessageOrIdle(idle time.Duration) ([][]byte, error) {
 	}
 	for {
 		if s.r.buffered() == 0 {
-			if err := s.conn.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			from := s.begun
+			if from.IsZero() {
+				from = time.Now()
+			}
+			// Past already after a slow message: the read then reports a
+			// timeout at once, the caller parks, and queued bytes wake it.
+			if err := s.conn.SetReadDeadline(from.Add(idle)); err != nil {
 				return nil, s.finish(err)
 			}
 			// A deadline is set: a later ReadMessage clears it first.
 			s.armed = true
 			if err := s.r.fill(); err != nil {
 				if isTimeout(err) {
+					s.begun = time.Time{}
 					return nil, ErrIdle
 				}
 				s.armed = false // not a message timeout
 				return nil, s.finish(err)
 			}
 		}
-		flags, err := s.begin() // bytes are buffered: never waits without a deadline
-		if err != nil {
+		// As begin, remembering when the message began.
+		now := time.Now()
+		if err := s.conn.SetReadDeadline(now.Add(s.lim.MessageTimeout)); err != nil {
 			return nil, s.finish(err)
+		}
+		s.armed, s.begun = true, now
+		flags, _ := s.r.readByte() // buffered, cannot fail
+		if flags&flagReserved != 0 {
+			return nil, s.finish(protoErr("frame flags 0x%02x use reserved bits", flags))
 		}
 		if flags&flagCommand != 0 {
 			if err := s.handleCommand(flags); err != nil {
