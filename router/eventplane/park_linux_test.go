@@ -155,3 +155,68 @@ func TestParkSurvivesDescriptorReuse(t *testing.T) {
 	slotA.wake() // what its stop does
 	waitWoken(t, wokeA, "a")
 }
+
+// BenchmarkParkWake: one byte wakes a parked connection, which a new
+// goroutine reads; the cost an idle session pays per wake.
+func BenchmarkParkWake(b *testing.B) {
+	client, server := benchPair(b)
+	slot := newParkSlot(client)
+	done := make(chan struct{})
+	buf := make([]byte, 1)
+	resume := func() {
+		client.Read(buf)
+		done <- struct{}{}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := slot.park(resume); err != nil {
+			b.Fatal(err)
+		}
+		server.Write(buf)
+		<-done
+	}
+}
+
+// BenchmarkBlockedReadWake is the same wake for a goroutine that stays
+// blocked in Read, as a session that never parks.
+func BenchmarkBlockedReadWake(b *testing.B) {
+	client, server := benchPair(b)
+	done := make(chan struct{})
+	go func() {
+		buf := make([]byte, 1)
+		for {
+			if _, err := client.Read(buf); err != nil {
+				return
+			}
+			done <- struct{}{}
+		}
+	}()
+	buf := make([]byte, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		server.Write(buf)
+		<-done
+	}
+}
+
+func benchPair(b *testing.B) (client, server net.Conn) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	server = <-accepted
+	b.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
