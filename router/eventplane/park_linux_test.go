@@ -5,6 +5,7 @@ package eventplane
 import (
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -219,4 +220,37 @@ func benchPair(b *testing.B) (client, server net.Conn) {
 	server = <-accepted
 	b.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// A poller whose wait failed resumes every parked slot and refuses to
+// park any more, so sessions fall back to a reading goroutine each.
+func TestFailedPollerResumesEverySlot(t *testing.T) {
+	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	p := &poller{epfd: fd, parked: map[uint64]*parkSlot{}} // its loop is not started
+	woke := make(chan string, 3)
+	var slots []*parkSlot
+	for i := range 3 {
+		c, _ := tcpPair(t)
+		tc := c.(*net.TCPConn)
+		rc, err := tc.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &parkSlot{p: p, key: uint64(i + 1), rc: rc}
+		if err := s.park(func() { woke <- "slot" }); err != nil {
+			t.Fatal(err)
+		}
+		slots = append(slots, s)
+	}
+	p.fail()
+	for range slots {
+		waitWoken(t, woke, "slot")
+	}
+	if err := slots[0].park(func() { t.Error("parked on a failed poller") }); err != errPollerDown {
+		t.Fatalf("park on a failed poller: %v", err)
+	}
 }
