@@ -20,26 +20,47 @@ import (
 // inside RawConn.Control, which holds the descriptor open, so a closed and
 // reused descriptor number is never touched; a closed descriptor leaves
 // the epoll set by itself. Events carry the slot's key, never the number.
+//
+// The waiting goroutine runs only while some session holds a slot: the
+// last release writes to a pipe the epoll set also watches (key 0), and
+// the goroutine ends if no slot was taken meanwhile; the next slot starts
+// it again. A process that stops its subscriptions keeps no goroutine.
 type poller struct {
-	epfd int
+	epfd  int
+	stopR int // read end of the stop pipe, in the epoll set as key 0
+	stopW int
 
-	mu     sync.Mutex
-	parked map[uint64]*parkSlot
-	next   uint64
-	failed bool // epoll_wait failed: nothing parks any more
+	mu      sync.Mutex
+	parked  map[uint64]*parkSlot
+	next    uint64
+	live    int  // slots not yet released
+	running bool // the waiting goroutine runs
+	failed  bool // epoll_wait failed: nothing parks any more
 }
 
-// thePoller starts the poller on first use; nil if epoll is unavailable,
+// thePoller creates the poller on first use; nil if epoll is unavailable,
 // and then sessions read with a goroutine each, as on other systems.
-var thePoller = sync.OnceValue(func() *poller {
+var thePoller = sync.OnceValue(newPoller)
+
+func newPoller() *poller {
 	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil
 	}
-	p := &poller{epfd: fd, parked: map[uint64]*parkSlot{}}
-	go p.loop()
-	return p
-})
+	var pipe [2]int
+	if err := syscall.Pipe2(pipe[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		syscall.Close(fd)
+		return nil
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN} // key 0
+	if err := syscall.EpollCtl(fd, syscall.EPOLL_CTL_ADD, pipe[0], &ev); err != nil {
+		syscall.Close(fd)
+		syscall.Close(pipe[0])
+		syscall.Close(pipe[1])
+		return nil
+	}
+	return &poller{epfd: fd, stopR: pipe[0], stopW: pipe[1], parked: map[uint64]*parkSlot{}}
+}
 
 // parkSlot is one session's registration with the poller.
 type parkSlot struct {
@@ -62,15 +83,40 @@ func newParkSlot(c net.Conn) *parkSlot {
 	if p == nil {
 		return nil
 	}
+	return p.slot(tc)
+}
+
+// slot registers a slot for tc, starting the waiting goroutine if it is
+// not running; nil once the poller failed.
+func (p *poller) slot(tc *net.TCPConn) *parkSlot {
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return nil
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed {
+		return nil
+	}
 	p.next++
-	key := p.next
-	p.mu.Unlock()
-	return &parkSlot{p: p, key: key, rc: rc}
+	p.live++
+	if !p.running {
+		p.running = true
+		go p.loop()
+	}
+	return &parkSlot{p: p, key: p.next, rc: rc}
+}
+
+// release gives the slot back once its session ended (it is not parked);
+// the last one lets the waiting goroutine end.
+func (s *parkSlot) release() {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live--
+	if p.live == 0 && p.running {
+		syscall.Write(p.stopW, []byte{0}) // a full pipe already says the same
+	}
 }
 
 var (
@@ -145,15 +191,41 @@ func (p *poller) loop() {
 			return
 		}
 		for _, ev := range events[:n] {
-			p.take(uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32)
+			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			if key == 0 {
+				if p.idle() {
+					return
+				}
+				continue
+			}
+			p.take(key)
 		}
 	}
+}
+
+// idle drains the stop pipe and reports whether the waiting goroutine
+// should end: no slot is live. It decides under mu, so a slot taken
+// meanwhile either finds the goroutine running or starts a new one.
+func (p *poller) idle() bool {
+	var buf [64]byte
+	for {
+		if n, _ := syscall.Read(p.stopR, buf[:]); n <= 0 {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live > 0 {
+		return false
+	}
+	p.running = false
+	return true
 }
 
 // fail stops parking and resumes every parked session.
 func (p *poller) fail() {
 	p.mu.Lock()
-	p.failed = true
+	p.failed, p.running = true, false
 	slots := p.parked
 	p.parked = map[uint64]*parkSlot{}
 	p.mu.Unlock()

@@ -225,12 +225,11 @@ func benchPair(b *testing.B) (client, server net.Conn) {
 // A poller whose wait failed resumes every parked slot and refuses to
 // park any more, so sessions fall back to a reading goroutine each.
 func TestFailedPollerResumesEverySlot(t *testing.T) {
-	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
+	p := newPoller() // its waiting goroutine is not started
+	if p == nil {
+		t.Fatal("no epoll")
 	}
-	defer syscall.Close(fd)
-	p := &poller{epfd: fd, parked: map[uint64]*parkSlot{}} // its loop is not started
+	defer closePoller(p)
 	woke := make(chan string, 3)
 	var slots []*parkSlot
 	for i := range 3 {
@@ -253,4 +252,68 @@ func TestFailedPollerResumesEverySlot(t *testing.T) {
 	if err := slots[0].park(func() { t.Error("parked on a failed poller") }); err != errPollerDown {
 		t.Fatalf("park on a failed poller: %v", err)
 	}
+}
+
+func closePoller(p *poller) {
+	syscall.Close(p.epfd)
+	syscall.Close(p.stopR)
+	syscall.Close(p.stopW)
+}
+
+func pollerRunning(p *poller) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
+// The waiting goroutine ends with the last slot's release and starts
+// again with the next slot, which parks and wakes as before.
+func TestPollerGoroutineEndsWithItsLastSlot(t *testing.T) {
+	p := newPoller()
+	if p == nil {
+		t.Fatal("no epoll")
+	}
+	// Closed only once its goroutine ended, below.
+	a, _ := tcpPair(t)
+	b, peerB := tcpPair(t)
+	sa, sb := p.slot(a.(*net.TCPConn)), p.slot(b.(*net.TCPConn))
+	if !pollerRunning(p) {
+		t.Fatal("no waiting goroutine with two slots")
+	}
+	a.Close()
+	sa.release() // one slot left: the goroutine keeps waiting
+	woke := make(chan string, 1)
+	if err := sb.park(func() { woke <- "b" }); err != nil {
+		t.Fatal(err)
+	}
+	peerB.Write([]byte("x"))
+	waitWoken(t, woke, "b")
+	b.Close()
+	sb.release()
+	deadline := time.Now().Add(15 * time.Second)
+	for pollerRunning(p) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting goroutine outlived its last slot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, peerC := tcpPair(t)
+	sc := p.slot(c.(*net.TCPConn))
+	if !pollerRunning(p) {
+		t.Fatal("a new slot did not start the waiting goroutine")
+	}
+	if err := sc.park(func() { woke <- "c" }); err != nil {
+		t.Fatal(err)
+	}
+	peerC.Write([]byte("x"))
+	waitWoken(t, woke, "c")
+	c.Close()
+	sc.release()
+	for pollerRunning(p) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting goroutine outlived its last slot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	closePoller(p)
 }

@@ -22,3 +22,5 @@ func newParkSlot(net.Conn) *parkSlot { return nil }
 func (*parkSlot) park(func()) error { return errPollerDown }
 
 func (*parkSlot) wake() {}
+
+func (*parkSlot) release() {}

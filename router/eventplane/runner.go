@@ -240,6 +240,9 @@ func (r *runner) closeStream() {
 	r.stream.Close()
 	r.sub.carrier.Store(nil)
 	r.sub.setSlot(nil)
+	if r.slot != nil {
+		r.slot.release()
+	}
 	r.stream, r.z, r.slot = nil, nil, nil
 }
 
