@@ -30,7 +30,7 @@ func (f fixedStatus) Namespaces() []string          { return []string{"dynamo"} 
 func (f fixedStatus) Snapshot() *discovery.Snapshot { return f.snap }
 func (f fixedStatus) Subscriptions() []eventplane.SubscriptionInfo {
 	return []eventplane.SubscriptionInfo{{Family: "kv_metrics", Namespace: "dynamo", PublisherID: 2046539,
-		Component: "decode", State: eventplane.Connected, Transport: "direct"},
+		Component: "decode", State: eventplane.Connected, Transport: "direct", Parked: true},
 		{Family: "kv-events", Namespace: "dynamo", PublisherID: 2046540, Component: "decode", State: eventplane.Connected,
 			Transport: "direct", Replay: true},
 		{Family: "kv-events", Namespace: "dynamo", PublisherID: 2046541, Component: "decode", State: eventplane.Backoff,
@@ -121,7 +121,7 @@ func TestWorkersResponseShape(t *testing.T) {
 		"first_seen":             "2026-09-23T04:11:02+00:00", "last_updated": "2026-09-23T04:11:02+00:00",
 	}, decode)
 	require.Equal(t, []any{map[string]any{"family": "kv_metrics", "publisher_id": "2046539", "namespace": "dynamo",
-		"component": "decode", "state": "connected", "transport": "direct"},
+		"component": "decode", "state": "connected", "transport": "direct", "parked": true},
 		map[string]any{"family": "kv-events", "publisher_id": "2046540", "namespace": "dynamo",
 			"component": "decode", "state": "connected", "transport": "direct", "replay": true},
 		map[string]any{"family": "kv-events", "publisher_id": "2046541", "namespace": "dynamo",

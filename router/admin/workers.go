@@ -119,6 +119,9 @@ type SubscriptionJSON struct {
 	// router refused (the log says why).
 	Replay        bool `json:"replay,omitempty"`
 	ReplayRefused bool `json:"replay_refused,omitempty"`
+	// Parked: the session is idle and parked with the poller, no
+	// goroutine reading it until the publisher sends.
+	Parked bool `json:"parked,omitempty"`
 }
 
 // Signals says what the active source can tell about workers.
@@ -186,7 +189,7 @@ func BuildWorkers(st DynamoStatus) WorkersResponse {
 		resp.Subscriptions = append(resp.Subscriptions, SubscriptionJSON{
 			Family: s.Family, PublisherID: strconv.FormatUint(s.PublisherID, 10), Namespace: s.Namespace,
 			Component: s.Component, State: s.State.String(), Transport: s.Transport, Broker: s.Broker,
-			Replay: s.Replay, ReplayRefused: s.ReplayRefused})
+			Replay: s.Replay, ReplayRefused: s.ReplayRefused, Parked: s.Parked})
 	}
 	if rs, ok := st.(ReplicaSyncStatus); ok {
 		resp.ReplicaSync = rs.ReplicaSync()

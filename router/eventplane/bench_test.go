@@ -3,15 +3,11 @@ package eventplane_test
 import (
 	"encoding/binary"
 
-	"log/slog"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"switchyard/fakefleet/wire"
-	"switchyard/router/clock"
-	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/eventplane/zmtp"
@@ -120,7 +116,8 @@ func (c *replayConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (c *replayConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 
 // BenchmarkLoadPipeline: one kv_metrics message through the bounded ZMTP
-// reader, the frame and envelope decoder, the ActiveLoad decoder and the
+// reader (read as a direct subscription reads, with the idle wait that
+// parks it), the frame and envelope decoder, the ActiveLoad decoder and the
 // store. msgs/s = 1e9 / ns/op; run with -cpu 1 for the one-core figure.
 func BenchmarkLoadPipeline(b *testing.B) {
 	const pid, worker = 2046539, 1736491
@@ -142,7 +139,7 @@ func BenchmarkLoadPipeline(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		frames, err := sub.ReadMessage()
+		frames, err := sub.ReadMessageOrIdle(eventplane.ParkAfter)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -174,105 +171,5 @@ func BenchmarkBaselineStoreApply(b *testing.B) {
 		if r := store.Apply(&ev); r != envelope.Applied {
 			b.Fatalf("%v", r)
 		}
-	}
-}
-
-// idlePublisher accepts connections, completes the PUB side of the
-// handshake, and then stays silent, as a publisher whose load is constant.
-func idlePublisher(t testing.TB) (string, func()) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	greeting := publisherGreeting()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func(c net.Conn) {
-				defer c.Close()
-				c.Write(greeting)
-				buf := make([]byte, 512)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}(c)
-		}
-	}()
-	return l.Addr().String(), func() { l.Close() }
-}
-
-// TestMemoryPerIdleSubscription measures what 1,024 idle kv_metrics
-// subscriptions cost the router: its heap (connections, ZMTP buffers,
-// subscription state) and its goroutine stacks. The figure is logged and
-// recorded in docs/benchmarks.md; the assertion is a loose ceiling.
-func TestMemoryPerIdleSubscription(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens 1,024 connections")
-	}
-	addr, stop := idlePublisher(t)
-	defer stop()
-	const n = eventplane.MaxSubscriptions
-	snap := &discovery.Snapshot{}
-	for i := 1; i <= n; i++ {
-		snap.Publishers = append(snap.Publishers, &discovery.Publisher{Namespace: "dynamo", PublisherID: uint64(i),
-			Topic: discovery.TopicLoad, TransportKind: "Zmq", Address: "tcp://" + addr})
-	}
-	store := load.NewStore(nil)
-	sup := eventplane.NewSupervisor(eventplane.Family{Topic: discovery.TopicLoad, Limits: envelope.LoadLimits,
-		Sink: load.Subscriber{Store: store}}, eventplane.Policy{Transport: eventplane.TransportDirect,
-		Dialer: &eventplane.Dialer{}}, clock.Real{}, slog.New(slog.DiscardHandler), nil)
-	defer sup.Stop()
-
-	measure := func() (heap, stack uint64) {
-		for i := 0; i < 6; i++ { // each GC may halve an oversized stack
-			runtime.GC()
-		}
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc, m.StackInuse
-	}
-	// The in-test publisher's own goroutines and buffers would be counted
-	// too; measure them alone first with a raw client per connection.
-	heap0, stack0 := measure()
-	sup.Reconcile(snap)
-	eventually(t, "every subscription connected", func() bool {
-		for _, s := range sup.Subscriptions() {
-			if s.State != eventplane.Connected {
-				return false
-			}
-		}
-		return true
-	})
-	heap1, stack1 := measure()
-	total := float64(heap1-heap0) + float64(stack1-stack0)
-	t.Logf("1,024 idle subscriptions with their in-process publisher side: heap %.0f B + stacks %.0f B = %.1f KiB each",
-		float64(heap1-heap0)/n, float64(stack1-stack0)/n, total/n/1024)
-
-	// The publisher half alone, for subtraction.
-	var conns []net.Conn
-	heapP0, stackP0 := measure()
-	for i := 0; i < n; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	time.Sleep(200 * time.Millisecond)
-	heapP1, stackP1 := measure()
-	for _, c := range conns {
-		c.Close()
-	}
-	pubSide := float64(heapP1-heapP0) + float64(stackP1-stackP0)
-	router := (total - pubSide) / n
-	t.Logf("router side per idle subscription: %.1f KiB = heap %.1f KiB + stack %.1f KiB (publisher side %.1f KiB subtracted)",
-		router/1024, (float64(heap1-heap0)-float64(heapP1-heapP0))/n/1024, (float64(stack1-stack0)-float64(stackP1-stackP0))/n/1024, pubSide/n/1024)
-	if router > raceStacks*16<<10 {
-		t.Fatalf("an idle subscription costs %.1f KiB", router/1024)
 	}
 }

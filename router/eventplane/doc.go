@@ -6,7 +6,9 @@
 // subscription budget. A Connector opens each session's byte stream: a
 // direct dial, or (dynamo.load.transport broker) a stream an event-bus
 // broker relays (Bus), with pending subscriptions waiting for a covering
-// session and a debounced coverage report (CoverageReporter). What arrives is handed, frames as read, to a family's
+// session and a debounced coverage report (CoverageReporter). An idle
+// direct session parks with one epoll poller instead of holding a reading
+// goroutine (runner.go, park_linux.go). What arrives is handed, frames as read, to a family's
 // Sink; decoding is the pure codec's (router/envelope), so the core never
 // imports this package's sockets.
 package eventplane

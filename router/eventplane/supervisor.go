@@ -41,7 +41,8 @@ const (
 )
 
 // Sink receives what a family's subscriptions read. Calls for one
-// publisher come from one goroutine, in order.
+// publisher never overlap and come in order (an idle session that parked
+// resumes on another goroutine, after the last call returned).
 type Sink interface {
 	// Connected: a session with the publisher began.
 	Connected(namespace string, publisherID uint64, at time.Time)
@@ -144,6 +145,9 @@ type SubscriptionInfo struct {
 	// (the log says why).
 	Replay        bool
 	ReplayRefused bool
+	// Parked: the session is connected and idle, parked with the poller
+	// (no goroutine reads it until its publisher sends).
+	Parked bool
 }
 
 type subKey struct {
@@ -160,9 +164,21 @@ type subscription struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
+	// parked: the session is idle and parked with the poller; no
+	// goroutine runs the subscription.
+	parked atomic.Bool
+
 	connMu sync.Mutex
 	conn   net.Conn
+	slot   *parkSlot // the live session's poller slot, nil if it does not park
 	closed bool
+}
+
+// setSlot records the live session's poller slot so a stop can wake it.
+func (s *subscription) setSlot(slot *parkSlot) {
+	s.connMu.Lock()
+	s.slot = slot
+	s.connMu.Unlock()
 }
 
 // setConn records the live connection so a cancel can close it; it
@@ -192,7 +208,13 @@ func (s *subscription) stop() {
 	if s.conn != nil {
 		s.conn.Close() // unblocks a read in progress
 	}
+	slot := s.slot
 	s.connMu.Unlock()
+	if slot != nil {
+		// A parked session has no read to unblock, and epoll does not
+		// report a closed descriptor: resume it to see the close.
+		slot.wake()
+	}
 }
 
 // Supervisor runs one family's subscriptions and keeps them in line with
@@ -395,162 +417,8 @@ func (s *Supervisor) start(t Target) *subscription {
 		ss.Subscribed(t.Namespace, t.PublisherID, now)
 	}
 	seed := s.rng.Uint64()
-	p := s.policy
-	go func() {
-		defer close(sub.done)
-		s.run(ctx, sub, p, rand.New(rand.NewPCG(seed, t.PublisherID)))
-	}()
+	newRunner(s, ctx, sub, s.policy, rand.New(rand.NewPCG(seed, t.PublisherID))).start()
 	return sub
-}
-
-// run is one subscription's life: connect (under the broker transport,
-// once a session covers the namespace), handshake, read until the session
-// ends, back off, again, until cancelled.
-func (s *Supervisor) run(ctx context.Context, sub *subscription, p Policy, rng *rand.Rand) {
-	t := sub.target
-	log := s.log.With("topic", t.Topic, "namespace", t.Namespace, "publisher_id", t.PublisherID)
-	conn := p.connector(s.clk)
-	if conn == nil {
-		s.setState(sub, Pending) // broker without an event bus: never dials directly
-		<-ctx.Done()
-		return
-	}
-	broker := conn.Transport() == TransportBroker
-	delay := BackoffInitial
-	var lastErr string
-	for ctx.Err() == nil {
-		if broker {
-			waited, ok := waitCovered(ctx, p.Bus, t.Namespace, func() {
-				s.setState(sub, Pending)
-				log.Info("no event-bus session covers the namespace; subscription pending")
-			})
-			if !ok {
-				return
-			}
-			if waited {
-				// A broker that connects is not met by every subscription
-				// of its namespace at once.
-				jitter := time.Duration(rng.Int64N(int64(PendingWakeJitter) + 1))
-				if !clock.Sleep(s.clk, jitter, ctx.Done()) {
-					return
-				}
-				delay, lastErr = BackoffInitial, ""
-			}
-		}
-		s.setState(sub, Connecting)
-		var changed <-chan struct{}
-		if broker {
-			changed = p.Bus.Changed()
-		}
-		res, err := s.session(ctx, sub, conn)
-		if ctx.Err() != nil {
-			return
-		}
-		if broker && !res.opened && isNoSession(err) && !p.Bus.Covers(t.Namespace) {
-			continue // the covering session left before the stream opened: pending again
-		}
-		if zmtp.IsProtocolError(err) {
-			s.count(envelope.TransportRefused)
-		}
-		msg := errText(err)
-		if broker {
-			msg = relayedErrText(err)
-		}
-		lost, graced := false, time.Duration(0)
-		if broker && res.opened {
-			lost, graced = carrierLost(ctx, s.clk, changed, err)
-			if ctx.Err() != nil {
-				return
-			}
-		}
-		if lost {
-			// Single-reconnect failover: the reconnect delay stays at its
-			// floor and OpenStream places the subscription on another
-			// covering session (or it waits pending for one).
-			log.Info("the event-bus session carrying the subscription ended; re-placing it",
-				"session", res.connected, "reconnect_in", BackoffInitial)
-			lastErr = msg
-			delay = BackoffInitial
-		} else if msg != lastErr {
-			lastErr = msg
-			logSessionEnd(log, err, msg, res.connected)
-		}
-		if res.connected >= StableSession {
-			delay = BackoffInitial
-		}
-		s.setState(sub, Backoff)
-		// Full jitter above the floor, so a fleet-wide blip does not make
-		// every subscription reconnect in step.
-		wait := BackoffInitial + time.Duration(rng.Int64N(int64(delay-BackoffInitial)+1))
-		if lost {
-			wait = BackoffInitial
-		} else {
-			delay = min(2*delay, BackoffMax)
-		}
-		wait = max(wait-graced, 0)
-		if !clock.Sleep(s.clk, wait, ctx.Done()) {
-			return
-		}
-	}
-}
-
-func isNoSession(err error) bool {
-	var be *BusError
-	return errors.As(err, &be) && be.Code == BusErrNoSession
-}
-
-// sessionResult is how far a session got: whether its stream opened and
-// how long it was connected.
-type sessionResult struct {
-	opened    bool
-	connected time.Duration
-}
-
-// session opens a stream, handshakes and reads until it ends.
-func (s *Supervisor) session(ctx context.Context, sub *subscription, c Connector) (sessionResult, error) {
-	t := sub.target
-	conn, err := c.Connect(ctx, t, s.fam.prefix())
-	if err != nil {
-		return sessionResult{}, err
-	}
-	res := sessionResult{opened: true}
-	if !sub.setConn(conn) {
-		return res, context.Canceled
-	}
-	defer conn.Close()
-	if cc, ok := conn.(Carried); ok {
-		if id := cc.Carrier(); id != "" {
-			sub.carrier.Store(&id)
-			defer sub.carrier.Store(nil)
-		}
-	}
-	lim := s.fam.Limits
-	if c.Transport() == TransportBroker {
-		lim.HandshakeTimeout = min(lim.HandshakeTimeout, BusConnectBudget)
-	}
-	z, err := zmtp.Handshake(conn, [][]byte{s.fam.prefix()}, lim)
-	if err != nil {
-		return res, err
-	}
-	start := s.clk.Now()
-	s.fam.Sink.Connected(t.Namespace, t.PublisherID, start)
-	sub.down.Store(0)
-	s.setState(sub, Connected)
-	for {
-		frames, err := z.ReadMessage()
-		if err != nil {
-			end := s.clk.Now()
-			sub.down.Store(end.UnixNano())
-			if ss, ok := s.fam.Sink.(SessionSink); ok && !sub.stopped() {
-				// A stopped subscription reports Unsubscribed, or its
-				// replacement Subscribed, instead.
-				ss.Disconnected(t.Namespace, t.PublisherID, end)
-			}
-			res.connected = end.Sub(start)
-			return res, err
-		}
-		s.fam.Sink.Deliver(t.Namespace, t.PublisherID, frames, s.clk.Now())
-	}
 }
 
 // logSessionEnd warns about a session that failed. A publisher that
@@ -588,7 +456,7 @@ func (s *Supervisor) Subscriptions() []SubscriptionInfo {
 		t := sub.target
 		info := SubscriptionInfo{Family: s.fam.Topic, Namespace: t.Namespace, PublisherID: t.PublisherID,
 			Component: t.Component, State: State(sub.state.Load()), Transport: sub.transport,
-			Replay: t.ReplayEndpoint != "", ReplayRefused: t.ReplayRefused != ""}
+			Replay: t.ReplayEndpoint != "", ReplayRefused: t.ReplayRefused != "", Parked: sub.parked.Load()}
 		if ns := sub.down.Load(); ns != 0 {
 			info.Down = time.Unix(0, ns)
 		}

@@ -87,6 +87,8 @@ type KVCollector struct {
 var (
 	kvSubsDesc = prometheus.NewDesc("switchyard_dynamo_kv_subscriptions",
 		"kv-events subscriptions by state and transport.", []string{"state", "transport"}, nil)
+	kvParkedDesc = prometheus.NewDesc("switchyard_dynamo_kv_parked_subscriptions",
+		"Connected kv-events subscriptions whose idle session is parked with the poller (no reading goroutine).", nil, nil)
 	kvNodesDesc = prometheus.NewDesc("switchyard_dynamo_kv_index_nodes",
 		"Distinct block prefixes the KV index holds (device tier).", nil, nil)
 	kvOwnershipsDesc = prometheus.NewDesc("switchyard_dynamo_kv_index_ownerships",
@@ -96,6 +98,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *KVCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- kvSubsDesc
+	ch <- kvParkedDesc
 	ch <- kvNodesDesc
 	ch <- kvOwnershipsDesc
 }
@@ -106,7 +109,7 @@ func (c *KVCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.Subscriptions != nil {
 		subs = c.Subscriptions()
 	}
-	collectSubscriptions(ch, kvSubsDesc, subs)
+	collectSubscriptions(ch, kvSubsDesc, kvParkedDesc, subs)
 	if c.Size != nil {
 		nodes, owned := c.Size()
 		ch <- prometheus.MustNewConstMetric(kvNodesDesc, prometheus.GaugeValue, float64(nodes))
@@ -115,12 +118,17 @@ func (c *KVCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectSubscriptions exports one gauge per (state, transport), zeros
-// included.
-func collectSubscriptions(ch chan<- prometheus.Metric, desc *prometheus.Desc, subs []eventplane.SubscriptionInfo) {
+// included, and the parked count.
+func collectSubscriptions(ch chan<- prometheus.Metric, desc, parkedDesc *prometheus.Desc, subs []eventplane.SubscriptionInfo) {
 	counts := map[[2]string]int{}
+	parked := 0
 	for _, s := range subs {
 		counts[[2]string{s.State.String(), s.Transport}]++
+		if s.Parked {
+			parked++
+		}
 	}
+	ch <- prometheus.MustNewConstMetric(parkedDesc, prometheus.GaugeValue, float64(parked))
 	for _, st := range eventplane.States {
 		for _, tr := range []string{eventplane.TransportDirect, eventplane.TransportBroker} {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(counts[[2]string{st.String(), tr}]), st.String(), tr)

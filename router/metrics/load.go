@@ -48,6 +48,8 @@ type LoadCollector struct {
 var (
 	subsDesc = prometheus.NewDesc("switchyard_dynamo_load_subscriptions",
 		"kv_metrics subscriptions by state and transport.", []string{"state", "transport"}, nil)
+	parkedDesc = prometheus.NewDesc("switchyard_dynamo_load_parked_subscriptions",
+		"Connected kv_metrics subscriptions whose idle session is parked with the poller (no reading goroutine).", nil, nil)
 	rankLabels  = []string{"namespace", "worker", "dp_rank"}
 	decodeDesc  = prometheus.NewDesc("switchyard_dynamo_worker_active_decode_blocks", "Latest active_decode_blocks per worker rank.", rankLabels, nil)
 	prefillDesc = prometheus.NewDesc("switchyard_dynamo_worker_active_prefill_tokens", "Latest active_prefill_tokens per worker rank.", rankLabels, nil)
@@ -57,7 +59,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *LoadCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{subsDesc, decodeDesc, prefillDesc, kvUsedDesc, ageDesc} {
+	for _, d := range []*prometheus.Desc{subsDesc, parkedDesc, decodeDesc, prefillDesc, kvUsedDesc, ageDesc} {
 		ch <- d
 	}
 }
@@ -68,7 +70,7 @@ func (c *LoadCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.Subscriptions != nil {
 		subs = c.Subscriptions()
 	}
-	collectSubscriptions(ch, subsDesc, subs)
+	collectSubscriptions(ch, subsDesc, parkedDesc, subs)
 	if c.Store == nil {
 		return
 	}

@@ -104,7 +104,7 @@ func TestKVCountsAreClosed(t *testing.T) {
 // (state, transport) pair exported, zeros included.
 func TestKVCollector(t *testing.T) {
 	subs := []eventplane.SubscriptionInfo{
-		{State: eventplane.Connected, Transport: eventplane.TransportDirect},
+		{State: eventplane.Connected, Transport: eventplane.TransportDirect, Parked: true},
 		{State: eventplane.Connected, Transport: eventplane.TransportDirect},
 		{State: eventplane.Backoff, Transport: eventplane.TransportDirect},
 		{State: eventplane.Pending, Transport: eventplane.TransportBroker},
@@ -118,6 +118,9 @@ switchyard_dynamo_kv_index_nodes 7
 # HELP switchyard_dynamo_kv_index_ownerships (worker rank, block) pairs the KV index holds.
 # TYPE switchyard_dynamo_kv_index_ownerships gauge
 switchyard_dynamo_kv_index_ownerships 12
+# HELP switchyard_dynamo_kv_parked_subscriptions Connected kv-events subscriptions whose idle session is parked with the poller (no reading goroutine).
+# TYPE switchyard_dynamo_kv_parked_subscriptions gauge
+switchyard_dynamo_kv_parked_subscriptions 1
 # HELP switchyard_dynamo_kv_subscriptions kv-events subscriptions by state and transport.
 # TYPE switchyard_dynamo_kv_subscriptions gauge
 switchyard_dynamo_kv_subscriptions{state="backoff",transport="broker"} 0
@@ -134,7 +137,7 @@ switchyard_dynamo_kv_subscriptions{state="pending",transport="direct"} 0
 	}
 	subs, nodes, owned = nil, 0, 0
 	if err := testutil.CollectAndCompare(c, strings.NewReader(strings.NewReplacer(
-		"} 1", "} 0", "} 2", "} 0", "nodes 7", "nodes 0", "ownerships 12", "ownerships 0").Replace(want))); err != nil {
+		"} 1", "} 0", "} 2", "} 0", "subscriptions 1", "subscriptions 0", "nodes 7", "nodes 0", "ownerships 12", "ownerships 0").Replace(want))); err != nil {
 		t.Fatal(err)
 	}
 }

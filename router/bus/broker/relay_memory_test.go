@@ -183,6 +183,21 @@ func (h *helper) measure(t *testing.T) (heap, stack uint64, streams int) {
 	return heap, stack, streams
 }
 
+func allParked(sup *eventplane.Supervisor, n int) func() bool {
+	return func() bool {
+		subs := sup.Subscriptions()
+		if len(subs) != n {
+			return false
+		}
+		for _, s := range subs {
+			if s.State != eventplane.Connected || !s.Parked {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 func allConnected(sup *eventplane.Supervisor, n int) func() bool {
 	return func() bool {
 		subs := sup.Subscriptions()
@@ -230,7 +245,8 @@ func TestMemoryPerIdleTunneledSubscription(t *testing.T) {
 	direct := eventplane.NewSupervisor(fam, eventplane.Policy{Transport: eventplane.TransportDirect, Dialer: &eventplane.Dialer{}},
 		clock.Real{}, log, nil)
 	direct.Reconcile(snap)
-	waitFor(t, "1,024 direct subscriptions", allConnected(direct, n))
+	// An idle direct session parks (docs/load.md): measure it parked.
+	waitFor(t, "1,024 direct subscriptions, parked", allParked(direct, n))
 	dh1, ds1 := heapAndStack()
 	direct.Stop()
 	waitFor(t, "the direct subscriptions to end", func() bool { return len(direct.Subscriptions()) == 0 })

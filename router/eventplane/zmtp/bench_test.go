@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"testing"
+	"time"
 
 	"switchyard/router/envelope"
 )
@@ -62,6 +63,54 @@ func BenchmarkReadMessageLoopback(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		if _, err := s.ReadMessage(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportMsgs(b)
+	b.StopTimer()
+	client.Close()
+}
+
+// BenchmarkReadMessageOrIdle is BenchmarkReadMessage read as a direct
+// subscription reads: with an idle wait before each message.
+func BenchmarkReadMessageOrIdle(b *testing.B) {
+	conn := &memConn{head: pubHello(1), body: kvMetricsBatch(256), loop: true}
+	s, err := Handshake(conn, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.ReadMessageOrIdle(time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportMsgs(b)
+}
+
+// BenchmarkReadMessageOrIdleLoopback is BenchmarkReadMessageLoopback read
+// with an idle wait before each message, real deadlines included.
+func BenchmarkReadMessageOrIdleLoopback(b *testing.B) {
+	batch := kvMetricsBatch(256)
+	client, _ := rawPeer(b, func(c net.Conn) error {
+		if _, err := c.Write(pubHello(1)); err != nil {
+			return err
+		}
+		for {
+			if _, err := c.Write(batch); err != nil {
+				return nil // the benchmark closed the connection
+			}
+		}
+	})
+	s, err := Handshake(client, [][]byte{[]byte("kv_metrics")}, envelope.LoadLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.ReadMessageOrIdle(time.Second); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -23,7 +23,9 @@
 // once the first byte of a message (or command) arrives, the rest must
 // arrive within MessageTimeout. Between messages there is no deadline at all,
 // because publishers are silent while nothing changes; to stop a Sub, close
-// its connection.
+// its connection. A caller that parks idle connections reads with
+// ReadMessageOrIdle, which gives up waiting after an idle time without
+// ending the Sub, and lets go of the buffers meanwhile (ReleaseBuffers).
 //
 // Every protocol violation is reported as a *ProtocolError (the caller counts
 // it as transport_refused and reconnects with backoff); plain I/O errors such

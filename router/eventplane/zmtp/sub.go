@@ -41,6 +41,8 @@ type Sub struct {
 
 	armed bool  // a read deadline is set (a message is in progress)
 	err   error // first error; the session is over once set
+
+	begun time.Time // when the last message began (ReadMessageOrIdle)
 }
 
 // PeerMinor is the ZMTP 3 minor version the peer announced: 0 or 1.
