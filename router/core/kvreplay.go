@@ -189,13 +189,11 @@ func (c *Core) replaySubscribed(ev events.KVSubscribed) {
 func (c *Core) receive(k publisherKey, st *kvStream, ev *events.KVMessage) string {
 	seq, ok := transportSeq(ev.Frames, ev.PublisherID)
 	if st.rec != nil {
-		c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: ok, frames: ev.Frames}, true)
-		return KVHeld
+		return c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: ok, frames: ev.Frames}, true)
 	}
 	if ok && st.started && seq > st.last && seq-st.last > 1 {
 		c.startRecovery(ev.At, k, st, seq)
-		c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: true, frames: ev.Frames}, true)
-		return KVHeld
+		return c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: true, frames: ev.Frames}, true)
 	}
 	if ok && (!st.started || seq > st.last) {
 		st.last, st.started = seq, true
@@ -222,24 +220,25 @@ func (c *Core) startRecovery(at time.Time, k publisherKey, st *kvStream, seq uin
 	}
 }
 
-// hold keeps a message until the recovery ends; past the bound the
-// recovery gives up and releases everything, this message last. copyIt
-// is false for a message already the core's own (a released one held
-// again by the next recovery).
-func (c *Core) hold(k publisherKey, st *kvStream, m heldMessage, copyIt bool) {
+// hold keeps a message until the recovery ends and returns KVHeld; past
+// the bound the recovery gives up and releases everything, this message
+// last, and hold returns its result. copyIt is false for a message
+// already the core's own (a released one held again by the next
+// recovery).
+func (c *Core) hold(k publisherKey, st *kvStream, m heldMessage, copyIt bool) string {
 	rec := st.rec
 	size := framesSize(m.frames)
 	if len(rec.held) >= c.settings.KVReplay.maxHeld() || rec.bytes+size > KVReplayMaxHeldBytes {
 		c.countReplay(ReplayOverflow, 1)
 		held := c.finish(m.at, k, st, FinishedOverflow, "")
-		c.release(m.at, k, st, append(held, m), false)
-		return
+		return c.release(m.at, k, st, append(held, m), false)
 	}
 	if copyIt {
 		m.frames = cloneFrames(m.frames, size)
 	}
 	rec.held = append(rec.held, m)
 	rec.bytes += size
+	return KVHeld
 }
 
 // KVReplayed applies one message a publisher replayed, if the core's
@@ -362,22 +361,25 @@ func (c *Core) finish(at time.Time, k publisherKey, st *kvStream, reason, errTex
 // release time at (when the tracker applies them, which is what a
 // recording keeps). With next, a gap among them starts the next
 // recovery, which holds the rest; without, such a gap is lost at once.
-func (c *Core) release(at time.Time, k publisherKey, st *kvStream, held []heldMessage, next bool) {
+// It returns the last message's result (KVHeld if it is held again).
+func (c *Core) release(at time.Time, k publisherKey, st *kvStream, held []heldMessage, next bool) string {
+	res := KVHeld
 	for _, m := range held {
 		if st.rec != nil {
-			c.hold(k, st, m, false)
+			res = c.hold(k, st, m, false)
 			continue
 		}
 		if m.hasSeq && st.started && m.seq > st.last && m.seq-st.last > 1 {
 			if next && c.settings.KVReplay.Enabled {
 				c.startRecovery(at, k, st, m.seq)
-				c.hold(k, st, m, false)
+				res = c.hold(k, st, m, false)
 				continue
 			}
 			c.countReplay(ReplayLost, m.seq-st.last-1)
 		}
-		c.pass(k, st, at, m.frames, m.seq, m.hasSeq)
+		res = c.pass(k, st, at, m.frames, m.seq, m.hasSeq)
 	}
+	return res
 }
 
 func comparePublishers(a, b publisherKey) int {
