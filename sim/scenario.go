@@ -85,9 +85,40 @@ type WorkerGroup struct {
 	// Engine chooses the engine's timing: the mocker polynomial (nil, the
 	// default) or a profile, which also sets the card values left out.
 	Engine *EngineSpec `yaml:"engine,omitempty"`
+	// KVReplay makes the group's kv-events publishers offer replay of
+	// their recent messages, as vLLM's publisher does with a replay
+	// endpoint; nil (the default) offers none.
+	KVReplay *KVReplay `yaml:"kv_replay,omitempty"`
 
 	// engineConfig is one rank's engine configuration from the profile.
 	engineConfig engine.Config
+}
+
+// KVReplay is a worker group's kv-events replay offer: each publisher
+// keeps its last Buffer messages (vLLM's buffer_steps) and replays them
+// on request.
+type KVReplay struct {
+	Enabled bool `yaml:"enabled"`
+	// Buffer is how many messages a publisher keeps; 0 is
+	// DefaultKVReplayBuffer.
+	Buffer int `yaml:"buffer,omitempty"`
+}
+
+// DefaultKVReplayBuffer is vLLM's default buffer_steps.
+const DefaultKVReplayBuffer = 10000
+
+// MaxKVReplayBuffer bounds kv_replay.buffer.
+const MaxKVReplayBuffer = 1 << 20
+
+// offers reports whether the group's publishers offer replay.
+func (g *WorkerGroup) offersReplay() bool { return g.KVReplay != nil && g.KVReplay.Enabled }
+
+// replayBuffer is how many messages each publisher of the group keeps.
+func (g *WorkerGroup) replayBuffer() int {
+	if g.KVReplay == nil || g.KVReplay.Buffer == 0 {
+		return DefaultKVReplayBuffer
+	}
+	return g.KVReplay.Buffer
 }
 
 // Network shapes how the fleet's state reaches the router.
@@ -781,6 +812,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 			if v < 1 {
 				bad("%s.%s: must be >= 1, got %d", p, name, v)
 			}
+		}
+		if g.KVReplay != nil && (g.KVReplay.Buffer < 0 || g.KVReplay.Buffer > MaxKVReplayBuffer) {
+			bad("%s.kv_replay.buffer: must be between 0 (the default, %d) and %d, got %d", p, DefaultKVReplayBuffer, MaxKVReplayBuffer, g.KVReplay.Buffer)
 		}
 		if len(g.InstanceIDs) > 0 && len(g.InstanceIDs) != g.Count {
 			bad("%s.instance_ids: %d ids for %d workers", p, len(g.InstanceIDs), g.Count)

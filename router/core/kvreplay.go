@@ -68,8 +68,12 @@ type KVReplaySettings struct {
 	MaxHeldMessages int
 }
 
-func (s KVReplaySettings) timeout() time.Duration { return cmp.Or(s.Timeout, DefaultKVReplayTimeout) }
-func (s KVReplaySettings) maxHeld() int           { return cmp.Or(s.MaxHeldMessages, DefaultKVReplayMaxHeld) }
+// EffectiveTimeout is Timeout, or its default when unset.
+func (s KVReplaySettings) EffectiveTimeout() time.Duration {
+	return cmp.Or(s.Timeout, DefaultKVReplayTimeout)
+}
+
+func (s KVReplaySettings) maxHeld() int { return cmp.Or(s.MaxHeldMessages, DefaultKVReplayMaxHeld) }
 
 // Results of gap recovery, the labels of Hooks.KVReplay and of
 // switchyard_dynamo_kv_replay_total{result}.
@@ -211,7 +215,7 @@ func (c *Core) pass(k publisherKey, st *kvStream, at time.Time, frames [][]byte,
 }
 
 func (c *Core) startRecovery(at time.Time, k publisherKey, st *kvStream, seq uint64) {
-	st.rec = &recovery{from: st.last + 1, to: seq - 1, deadline: at.Add(c.settings.KVReplay.timeout())}
+	st.rec = &recovery{from: st.last + 1, to: seq - 1, deadline: at.Add(c.settings.KVReplay.EffectiveTimeout())}
 	c.countReplay(ReplayRequested, 1)
 	want := events.KVReplayWanted{At: at, Namespace: k.namespace, PublisherID: k.id, From: st.rec.from, To: st.rec.to}
 	c.record(want)
