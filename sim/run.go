@@ -414,7 +414,11 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 // link queues, it does not reorder).
 func (r *Run) deliver(w *worker, p *publisher, now time.Time, arrive Action) {
 	n := r.sc.Network
-	if n.LoadLoss > 0 && r.net.Float64() < n.LoadLoss {
+	loss := n.LoadLoss
+	if n.KVLoss != nil && p == &w.kvPub {
+		loss = *n.KVLoss
+	}
+	if loss > 0 && r.net.Float64() < loss {
 		return
 	}
 	d := n.LoadDelay.Std()

@@ -141,6 +141,10 @@ type Network struct {
 	// single messages; this models a lossy relay. LinkFailures models what
 	// a connection does.
 	LoadLoss float64 `yaml:"load_loss"`
+	// KVLoss, when set, replaces LoadLoss for kv-events messages, so a
+	// run can lose kv-events without losing load samples (or the
+	// reverse).
+	KVLoss *float64 `yaml:"kv_loss,omitempty"`
 	// LinkFailures breaks the connections between the router and each
 	// worker's publishers at random: what the publishers send until the
 	// router has reconnected and resubscribed is lost.
@@ -853,6 +857,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	}
 	if !(n.LoadLoss >= 0 && n.LoadLoss < 1) {
 		bad("network.load_loss: must be in [0, 1)")
+	}
+	if n.KVLoss != nil && !(*n.KVLoss >= 0 && *n.KVLoss < 1) {
+		bad("network.kv_loss: must be in [0, 1)")
 	}
 	if lf := n.LinkFailures; lf != nil {
 		if lf.MeanInterval < Duration(time.Millisecond) {
