@@ -474,3 +474,25 @@ func TestKVReplayModel(t *testing.T) {
 		require.Zero(t, c.KVReplayCounts()[ReplayLost], "seed %d", seed)
 	}
 }
+
+// The live host's serialised entry points carry a recovery end to end.
+func TestKVReplayThroughShared(t *testing.T) {
+	var wanted []events.KVReplayWanted
+	c, err := New(Options{Picker: picker.NameKV, KVReplay: replayOn,
+		Hooks: Hooks{KVReplayWanted: func(w events.KVReplayWanted) { wanted = append(wanted, w) }}})
+	require.NoError(t, err)
+	c.kv.SetLive(&discovery.Snapshot{View: discovery.View{Workers: []*discovery.Worker{
+		{Namespace: "dynamo", InstanceID: replayWorker, Runtime: discovery.RuntimeConfig{DPSize: 2}},
+	}}})
+	s := NewShared(c, nil)
+	s.KVSubscribedReplay("dynamo", replayPub, true, replayT0)
+	msgs := stream(4)
+	kvIn := func(m *events.KVMessage) string { return s.KVMessage(m.Namespace, m.PublisherID, m.Frames, m.At) }
+	require.Equal(t, "applied", kvIn(msgs[1]))
+	require.Equal(t, KVHeld, kvIn(msgs[3]))
+	require.Len(t, wanted, 1)
+	require.Equal(t, "applied", s.KVReplayed("dynamo", replayPub, msgs[2].Frames, replayT0))
+	s.KVReplayEnd("dynamo", replayPub, "", replayT0)
+	require.Equal(t, "applied", kvIn(msgs[4]))
+	require.Equal(t, reference(t, msgs), c.kv.Stats())
+}
