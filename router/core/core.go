@@ -60,6 +60,9 @@ type Core struct {
 	// (kvreplay.go).
 	streams       map[publisherKey]*kvStream
 	replayResults map[string]uint64
+	// heldBytes is the frames every recovery holds; heldBytesCap its
+	// bound (KVReplayMaxHeldBytesTotal; tests lower it).
+	heldBytes, heldBytesCap int
 
 	loadResults map[envelope.Result]uint64
 	kvResults   map[string]uint64
@@ -150,8 +153,9 @@ func New(o Options) (*Core, error) {
 	}
 	c := &Core{port: o.Port, seed: o.Seed, hooks: o.Hooks, log: log,
 		sessions: map[publisherKey]*kvSession{}, streams: map[publisherKey]*kvStream{}, replayResults: map[string]uint64{},
-		loadResults: map[envelope.Result]uint64{},
-		kvResults:   map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{},
+		heldBytesCap: KVReplayMaxHeldBytesTotal,
+		loadResults:  map[envelope.Result]uint64{},
+		kvResults:    map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{},
 		reasonKeys: map[[2]string]string{}}
 	c.follower = discovery.NewFollower(discovery.NewReducer(log.With("component", "discovery"), o.Hooks.Discovery),
 		discovery.NewRegistry())

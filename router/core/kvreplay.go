@@ -54,6 +54,10 @@ const (
 	DefaultKVReplayMaxHeld = 4096
 	// KVReplayMaxHeldBytes bounds the frames one recovery holds.
 	KVReplayMaxHeldBytes = 8 << 20
+	// KVReplayMaxHeldBytesTotal bounds the frames every recovery of a
+	// core holds together: a fleet whose publishers all open gaps at once
+	// cannot make the router hold 8 MiB per subscription.
+	KVReplayMaxHeldBytesTotal = 64 << 20
 )
 
 // KVReplaySettings configure gap recovery (dynamo.kv.replay). The zero
@@ -232,7 +236,8 @@ func (c *Core) startRecovery(at time.Time, k publisherKey, st *kvStream, seq uin
 func (c *Core) hold(k publisherKey, st *kvStream, m heldMessage, copyIt bool) string {
 	rec := st.rec
 	size := framesSize(m.frames)
-	if len(rec.held) >= c.settings.KVReplay.maxHeld() || rec.bytes+size > KVReplayMaxHeldBytes {
+	if len(rec.held) >= c.settings.KVReplay.maxHeld() || rec.bytes+size > KVReplayMaxHeldBytes ||
+		c.heldBytes+size > c.heldBytesCap {
 		c.countReplay(ReplayOverflow, 1)
 		held := c.finish(m.at, k, st, FinishedOverflow, "")
 		return c.release(m.at, k, st, append(held, m), false)
@@ -242,6 +247,7 @@ func (c *Core) hold(k publisherKey, st *kvStream, m heldMessage, copyIt bool) st
 	}
 	rec.held = append(rec.held, m)
 	rec.bytes += size
+	c.heldBytes += size
 	return KVHeld
 }
 
@@ -345,6 +351,7 @@ func (c *Core) replayDrop(at time.Time, k publisherKey, forget bool) {
 func (c *Core) finish(at time.Time, k publisherKey, st *kvStream, reason, errText string) []heldMessage {
 	rec := st.rec
 	st.rec = nil
+	c.heldBytes -= rec.bytes
 	lost := rec.to - rec.from + 1 - rec.recovered
 	if lost > 0 {
 		c.countReplay(ReplayLost, lost)

@@ -181,6 +181,29 @@ func TestKVReplayOverflow(t *testing.T) {
 	require.Equal(t, uint64(2), c.KVReplayCounts()[ReplayOverflow])
 }
 
+// The frames all recoveries hold together are bounded too: a second
+// subscription's recovery overflows when the first holds the budget, and
+// finishing a recovery returns its share.
+func TestKVReplayTotalBound(t *testing.T) {
+	c, _, _ := replayCore(t, replayOn, true)
+	other := replayPub + 1
+	c.KVSubscribed(events.KVSubscribed{At: replayT0, Namespace: "dynamo", PublisherID: other, Replay: true})
+	msgs := stream(4)
+	size := framesSize(msgs[3].Frames)
+	c.heldBytesCap = size + size/2
+	c.KVMessage(msgs[1])
+	require.Equal(t, KVHeld, c.KVMessage(msgs[3]))
+	require.Equal(t, size, c.heldBytes)
+	on := func(m *events.KVMessage) *events.KVMessage {
+		return storeBlock(m.At, other, binary.BigEndian.Uint64(m.Frames[2]), replayWorker, 0, 9, 900)
+	}
+	c.KVMessage(on(msgs[1]))
+	require.NotEqual(t, KVHeld, c.KVMessage(on(msgs[3])), "no room left: released at once")
+	require.Equal(t, uint64(1), c.KVReplayCounts()[ReplayOverflow])
+	c.KVReplayEnd(end(replayT0, ""))
+	require.Zero(t, c.heldBytes)
+}
+
 // Replayed messages the recovery does not miss are counted and dropped:
 // ones already applied, ones beyond the range, ones nobody asked for.
 func TestKVReplayDuplicatesAndStrays(t *testing.T) {
