@@ -208,6 +208,10 @@ func (r *simResult) print(out io.Writer) {
 		fmt.Fprintf(out, "  kv: %d kv-events messages (%s), selections %s\n", r.Run.KVMessages,
 			formatCounts(r.Core.KVMessages), formatCounts(r.Core.KVSelections))
 	}
+	if len(r.Core.KVReplay) > 0 {
+		fmt.Fprintf(out, "  kv replay: %s; publishers served %d replays, %d messages reached the router\n",
+			formatCounts(r.Core.KVReplay), r.Run.ReplayRequests, r.Run.ReplayMessages)
+	}
 	if b := r.Run.Brokers; b != nil {
 		fmt.Fprint(out, "  brokers:")
 		for i, st := range b.Brokers {
