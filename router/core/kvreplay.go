@@ -35,10 +35,12 @@ import (
 //     that cannot replay is not asked again and again for the same
 //     messages.
 //
-// A subscription that is unsubscribed, or whose publisher is lost (the
-// staleness rule, a kv_cache_index source's loss), drops its recovery
-// and the messages it held unapplied: the publisher's ranks are cleared
-// anyway, so applying them would only restore blocks nobody vouches for.
+// A subscription that loses its session keeps its recovery (the replay
+// has a connection of its own; the deadline bounds it). One that is
+// unsubscribed, or whose publisher is lost (the staleness rule, a
+// kv_cache_index source's loss), drops its recovery and the messages it
+// held unapplied: the publisher's ranks are cleared anyway, so applying
+// them would only restore blocks nobody vouches for.
 // A restarted subscription (KVSubscribed again) releases what it held,
 // since those messages did arrive, and starts over.
 //
