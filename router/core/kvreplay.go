@@ -101,6 +101,9 @@ func KVReplayResults() []string {
 		ReplayDuplicate, ReplayUnexpected}
 }
 
+// maxReplayErr bounds the error text a recovery's end keeps.
+const maxReplayErr = 256
+
 // KVHeld is what KVMessage returns for a message held while its
 // subscription recovers a gap; the tracker's result comes at its release.
 const KVHeld = "held"
@@ -278,19 +281,23 @@ func (c *Core) KVReplayed(ev *events.KVReplayMessage) string {
 }
 
 // KVReplayEnd ends the recovery of a subscription whose replay is over.
+// An end with no recovery (one that timed out first) changes nothing.
 func (c *Core) KVReplayEnd(ev events.KVReplayEnd) {
 	k := publisherKey{ev.Namespace, ev.PublisherID}
 	st := c.streams[k]
 	if st == nil || st.rec == nil {
-		c.countReplay(ReplayUnexpected, 1)
 		return
 	}
 	reason := FinishedEnd
-	if ev.Err != "" {
+	errText := ev.Err
+	if errText != "" {
 		reason = FinishedFailed
 		c.countReplay(ReplayFailed, 1)
+		if len(errText) > maxReplayErr {
+			errText = errText[:maxReplayErr]
+		}
 	}
-	held := c.finish(ev.At, k, st, reason, ev.Err)
+	held := c.finish(ev.At, k, st, reason, errText)
 	c.release(ev.At, k, st, held, reason == FinishedEnd)
 }
 
