@@ -25,7 +25,7 @@ var replayT0 = time.Unix(1_700_000_000, 0).UTC()
 
 // replayCore is a KV core following one Dynamo publisher of one worker
 // with two ranks, whose publisher offers replay when replay is set.
-func replayCore(t *testing.T, s KVReplaySettings, replay bool) (*Core, *outputs, *[]events.KVReplayWanted) {
+func replayCore(t testing.TB, s KVReplaySettings, replay bool) (*Core, *outputs, *[]events.KVReplayWanted) {
 	t.Helper()
 	port := &outputs{}
 	wanted := &[]events.KVReplayWanted{}
