@@ -61,6 +61,10 @@ func feed(w *Writer, v any) {
 	case events.KVConnected:
 		w.KVConnected(v.Namespace, v.PublisherID, v.At)
 	case KVMessage:
+		if v.Replayed {
+			w.Record(core.KVApplied{At: v.At, Namespace: v.Namespace, PublisherID: v.PublisherID, Frames: v.Frames, Result: v.Result, Replayed: true})
+			break
+		}
 		w.KVMessage(v.Namespace, v.PublisherID, v.Frames, v.At, v.Result)
 	case events.KVSubscribed, events.KVDisconnected, events.KVUnsubscribed, events.Tick, ConfigChanged:
 		w.Record(v.(events.Event))
@@ -72,7 +76,7 @@ func feed(w *Writer, v any) {
 		w.Ended(v)
 	case Outcome:
 		w.Outcome(v)
-	case FirstToken, Progress, PeerBatch:
+	case FirstToken, Progress, PeerBatch, KVReplayWanted, KVReplayFinished:
 		w.Record(v.(events.Event))
 	default:
 		panic(fmt.Sprintf("feed: %T", v))
@@ -154,6 +158,12 @@ func sample() []any {
 			{Kind: replica.Progress, RequestID: 1<<62 + 1, OutputTokens: 32},
 			{Kind: replica.Ended, RequestID: 1<<62 + 1}}}},
 		PeerBatch{At: at(17), Batch: replica.Batch{Replica: 2, Seq: 1}}, // a heartbeat
+		events.KVSubscribed{At: at(17), Namespace: "dynamo", PublisherID: 9, Replay: true},
+		KVReplayWanted{At: at(17), Namespace: "dynamo", PublisherID: 9, From: 1, To: 1<<64 - 2},
+		KVMessage{KVMessage: events.KVMessage{At: at(17), Namespace: "dynamo", PublisherID: 9, Frames: kv}, Result: "gap", Replayed: true},
+		KVReplayFinished{At: at(17), Namespace: "dynamo", PublisherID: 9, From: 1, To: 1<<64 - 2, Reason: "failed", Err: "refused",
+			Recovered: 1, Lost: 1<<64 - 3, Duplicates: 2, Held: 4096},
+		KVReplayFinished{At: at(17), Namespace: "dynamo", PublisherID: 9, From: 3, To: 3, Reason: "end"},
 		Ended{At: at(18), RequestID: 2, Reason: "refused"},
 		Outcome{At: at(19), RequestID: 1<<63 + 100, Status: StatusOK, PromptTokens: 4000, CachedTokens: 512, OutputTokens: 256,
 			TTFT: 120 * time.Millisecond, E2E: 3 * time.Second, ITL: 11 * time.Millisecond},

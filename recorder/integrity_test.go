@@ -107,5 +107,5 @@ func TestSchemaVersion1IsReadNotAppended(t *testing.T) {
 	require.Len(t, readEntries(t, path, w.RunID()), 19)
 
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "1"; this build writes version 5 only`)
+	require.ErrorContains(t, err, `schema version "1"; this build writes version 6 only`)
 }

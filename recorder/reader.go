@@ -201,6 +201,13 @@ func (r *Reader) Entries(runID int64, fn func(Entry) error) error {
 			scan        func(*sql.Rows) (Entry, error)
 		}{"peer_batches", `SELECT seq, at_ns, batch FROM peer_batches WHERE run_id = ? ORDER BY seq`, scanPeerBatch})
 	}
+	if r.version >= 6 {
+		specs = append(specs, struct {
+			name, query string
+			scan        func(*sql.Rows) (Entry, error)
+		}{"kv_replays", `SELECT seq, at_ns, kind, namespace, publisher_id, from_seq, to_seq, reason, error, recovered, lost, duplicates, held
+			FROM kv_replays WHERE run_id = ? ORDER BY seq`, scanKVReplay})
+	}
 	cursors := make([]*cursor, 0, len(specs))
 	defer func() {
 		for _, c := range cursors {
@@ -378,7 +385,10 @@ func scanFrameRow(rows *sql.Rows) (frameRow, error) {
 	switch kind {
 	case kindSubscribed, kindConnected, kindDisconnected, kindUnsubscribed:
 		f.kind = kind
-	case "message":
+	case "message", kindReplayed:
+		if kind == kindReplayed {
+			f.kind = kind
+		}
 		if blob != nil { // a frames BLOB is never empty: it starts with the count
 			frames, err := DecodeFrames(blob)
 			if err != nil {
@@ -417,7 +427,7 @@ func scanKV(rows *sql.Rows) (Entry, error) {
 	e := Entry{Seq: i2u(f.seq), At: f.at}
 	switch f.kind {
 	case kindSubscribed:
-		e.Value = events.KVSubscribed{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
+		e.Value = events.KVSubscribed{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID, Replay: f.result == resultReplay}
 	case kindConnected:
 		e.Value = events.KVConnected{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
 	case kindDisconnected:
@@ -426,7 +436,32 @@ func scanKV(rows *sql.Rows) (Entry, error) {
 		e.Value = events.KVUnsubscribed{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID}
 	default:
 		e.Value = KVMessage{KVMessage: events.KVMessage{At: f.at, Namespace: f.namespace, PublisherID: f.publisherID, Frames: f.frames},
-			Result: f.result}
+			Result: f.result, Replayed: f.kind == kindReplayed}
+	}
+	return e, nil
+}
+
+func scanKVReplay(rows *sql.Rows) (Entry, error) {
+	var (
+		seq, pid, from, to          int64
+		at                          sql.NullInt64
+		kind, ns                    string
+		reason, errText             sql.NullString
+		recovered, lost, dups, held sql.NullInt64
+	)
+	if err := rows.Scan(&seq, &at, &kind, &ns, &pid, &from, &to, &reason, &errText, &recovered, &lost, &dups, &held); err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Seq: i2u(seq), At: fromNS(at)}
+	switch kind {
+	case "wanted":
+		e.Value = KVReplayWanted{At: e.At, Namespace: ns, PublisherID: i2u(pid), From: i2u(from), To: i2u(to)}
+	case "finished":
+		e.Value = KVReplayFinished{At: e.At, Namespace: ns, PublisherID: i2u(pid), From: i2u(from), To: i2u(to),
+			Reason: reason.String, Err: errText.String, Recovered: i2u(recovered.Int64), Lost: i2u(lost.Int64),
+			Duplicates: i2u(dups.Int64), Held: int(held.Int64)}
+	default:
+		return e, seqErr(seq, fmt.Errorf("unknown kv_replays kind %q", kind))
 	}
 	return e, nil
 }

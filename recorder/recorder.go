@@ -55,6 +55,11 @@ type (
 	PeerBatch = core.PeerBatch
 	// ConfigChanged is a configuration change the core applied.
 	ConfigChanged = core.ConfigChanged
+	// KVReplayWanted is a replay the core asked of a publisher;
+	// KVReplayFinished the end of a gap's recovery. Both are outputs a
+	// replay does not feed back.
+	KVReplayWanted   = events.KVReplayWanted
+	KVReplayFinished = core.KVReplayFinished
 )
 
 // Outcome statuses.
@@ -74,10 +79,12 @@ type LoadMessage struct {
 }
 
 // KVMessage is a recorded kv-events message with the result the core
-// gave it (a KV tracker result).
+// gave it (a KV tracker result). Replayed: a publisher replayed it to
+// fill a gap; it is applied like any other.
 type KVMessage struct {
 	events.KVMessage
-	Result string
+	Result   string
+	Replayed bool
 }
 
 // Stats counts records per table (keys: Tables()).
@@ -114,7 +121,8 @@ type RunInfo struct {
 // events.LoadConnected, LoadMessage, events.KVSubscribed,
 // events.KVConnected, events.KVDisconnected, events.KVUnsubscribed,
 // KVMessage, events.Tick, ConfigChanged, Request, Selection, Ended,
-// Outcome, FirstToken, Progress, PeerBatch.
+// Outcome, FirstToken, Progress, PeerBatch, KVReplayWanted,
+// KVReplayFinished.
 type Entry struct {
 	Seq   uint64
 	At    time.Time

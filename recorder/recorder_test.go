@@ -109,7 +109,8 @@ func TestSeqOrderAcrossTables(t *testing.T) {
 		"load.connected", "load.message", "load.message", "load.message", "load.message",
 		"kv.connected", "kv.message", "kv.subscribed", "kv.disconnected", "tick", "kv.message", "kv.unsubscribed",
 		"config_changed", "config_changed", "request", "request", "request",
-		"selection", "selection", "selection", "progress.first_token", "progress.output", "progress.output", "peer_batch", "peer_batch", "ended", "outcome", "outcome", "outcome"}
+		"selection", "selection", "selection", "progress.first_token", "progress.output", "progress.output", "peer_batch", "peer_batch",
+		"kv.subscribed", "kv_replay.wanted", "kv.replayed", "kv_replay.finished", "kv_replay.finished", "ended", "outcome", "outcome", "outcome"}
 	require.Equal(t, want, kinds)
 
 	var n int
@@ -304,13 +305,13 @@ func TestSchemaVersionRefused(t *testing.T) {
 	w := mustCreate(t, path, simRun(base), Options{})
 	_, err := w.Close()
 	require.NoError(t, err)
-	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '6' WHERE key = 'schema_version'`)
+	_, err = rawDB(t, path).Exec(`UPDATE meta SET value = '7' WHERE key = 'schema_version'`)
 	require.NoError(t, err)
 
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "6"`)
+	require.ErrorContains(t, err, `schema version "7"`)
 	_, err = Open(path)
-	require.ErrorContains(t, err, `schema version "6"; this build reads versions 1 to 5`)
+	require.ErrorContains(t, err, `schema version "7"; this build reads versions 1 to 6`)
 }
 
 // A version 3 recording has no request_progress table: it is read (its
@@ -327,7 +328,7 @@ func TestSchemaVersion3IsReadNotAppended(t *testing.T) {
 	require.True(t, integrityOf(t, path, w.RunID()).Complete())
 	require.Len(t, readEntries(t, path, w.RunID()), 20)
 	_, err := Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "3"; this build writes version 5 only`)
+	require.ErrorContains(t, err, `schema version "3"; this build writes version 6 only`)
 }
 
 // A version 4 recording has no peer batches nor the replica-sync
@@ -356,7 +357,7 @@ func TestSchemaVersion4IsReadNotAppended(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Equal(t, cfg, got[0].Value)
 	_, err = Create(path, simRun(base), Options{})
-	require.ErrorContains(t, err, `schema version "4"; this build writes version 5 only`)
+	require.ErrorContains(t, err, `schema version "4"; this build writes version 6 only`)
 }
 
 func TestOtherFilesRefused(t *testing.T) {

@@ -32,7 +32,14 @@ import (
 // core applied (peer_batches, each the batch's own encoding), and the
 // replica-sync time rules' settings in config_changes. Older recordings
 // have no peers.
-const SchemaVersion = 5
+//
+// Version 6 added gap recovery by replay: kv_messages kind 'replayed' (a
+// message a publisher replayed, applied), a subscribed row's result
+// 'replay' (its publisher offers replay), and the kv_replays table (each
+// replay asked for, each recovery's end). Held messages are kv_messages
+// rows at their release, so a replay, which never recovers, feeds the
+// tracker what it applied live. Older recordings have none of these.
+const SchemaVersion = 6
 
 // oldestReadable is the oldest schema version Open reads.
 const oldestReadable = 1
@@ -53,13 +60,14 @@ const (
 	tConfigChanges
 	tProgress
 	tPeerBatches
+	tKVReplays
 	numTables
 )
 
 var tableNames = [numTables]string{
 	"discovery", "published", "load_messages", "kv_messages",
 	"requests", "selections", "ended", "outcomes", "ticks", "config_changes", "request_progress",
-	"peer_batches",
+	"peer_batches", "kv_replays",
 }
 
 // Tables lists the record tables, the keys of Stats and RunInfo.Dropped.
@@ -145,7 +153,7 @@ var schema = []string{
 	run_id       INTEGER NOT NULL,
 	seq          INTEGER NOT NULL,
 	at_ns        INTEGER,
-	kind         TEXT NOT NULL CHECK (kind IN ('subscribed', 'connected', 'message', 'disconnected', 'unsubscribed')),
+	kind         TEXT NOT NULL CHECK (kind IN ('subscribed', 'connected', 'message', 'replayed', 'disconnected', 'unsubscribed')),
 	namespace    TEXT NOT NULL,
 	publisher_id INTEGER NOT NULL,
 	frames       BLOB,
@@ -239,6 +247,23 @@ var schema = []string{
 	batch      BLOB NOT NULL,
 	PRIMARY KEY (run_id, seq)
 )`,
+	`CREATE TABLE kv_replays (
+	run_id       INTEGER NOT NULL,
+	seq          INTEGER NOT NULL,
+	at_ns        INTEGER,
+	kind         TEXT NOT NULL CHECK (kind IN ('wanted', 'finished')),
+	namespace    TEXT NOT NULL,
+	publisher_id INTEGER NOT NULL,
+	from_seq     INTEGER NOT NULL,
+	to_seq       INTEGER NOT NULL,
+	reason       TEXT,
+	error        TEXT,
+	recovered    INTEGER,
+	lost         INTEGER,
+	duplicates   INTEGER,
+	held         INTEGER,
+	PRIMARY KEY (run_id, seq)
+)`,
 	`CREATE TABLE request_progress (
 	run_id        INTEGER NOT NULL,
 	seq           INTEGER NOT NULL,
@@ -260,7 +285,8 @@ var schema = []string{
 	UNION ALL SELECT run_id, seq, at_ns, 'tick', NULL FROM ticks
 	UNION ALL SELECT run_id, seq, at_ns, 'config_changed', NULL FROM config_changes
 	UNION ALL SELECT run_id, seq, at_ns, 'progress.' || kind, request_id FROM request_progress
-	UNION ALL SELECT run_id, seq, at_ns, 'peer_batch', NULL FROM peer_batches`,
+	UNION ALL SELECT run_id, seq, at_ns, 'peer_batch', NULL FROM peer_batches
+	UNION ALL SELECT run_id, seq, at_ns, 'kv_replay.' || kind, NULL FROM kv_replays`,
 }
 
 // errNotRecording: the file is a SQLite database, but not a recording.

@@ -115,6 +115,7 @@ const (
 	sConfigChange
 	sProgress
 	sPeerBatch
+	sKVReplay
 	numStmts
 )
 
@@ -140,6 +141,8 @@ var inserts = [numStmts]string{
 		peer_silent_after_ns, peer_request_ttl_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	sProgress:  `INSERT INTO request_progress (run_id, seq, at_ns, request_id, kind, output_tokens) VALUES (?, ?, ?, ?, ?, ?)`,
 	sPeerBatch: `INSERT INTO peer_batches (run_id, seq, at_ns, replica_id, batch_seq, events, batch) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	sKVReplay: `INSERT INTO kv_replays (run_id, seq, at_ns, kind, namespace, publisher_id, from_seq, to_seq, reason, error,
+		recovered, lost, duplicates, held) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 }
 
 // Create opens path for recording, creating the file and its schema if
@@ -341,6 +344,11 @@ const (
 	kindConnected    = "connected"
 	kindDisconnected = "disconnected"
 	kindUnsubscribed = "unsubscribed"
+	// kindReplayed is a message row, of a message a publisher replayed.
+	kindReplayed = "replayed"
+	// resultReplay is a subscribed row's result when its publisher
+	// offers replay.
+	resultReplay = "replay"
 )
 
 // KVConnected records that a KV-event subscription (re)connected.
@@ -393,7 +401,11 @@ func (w *Writer) Record(out core.Output) {
 	case core.LoadApplied:
 		w.LoadMessage(o.Msg, o.Result)
 	case events.KVSubscribed:
-		w.kvSession(kindSubscribed, o.Namespace, o.PublisherID, o.At)
+		r := &frameRecord{at: o.At, namespace: o.Namespace, publisherID: o.PublisherID, kind: kindSubscribed}
+		if o.Replay {
+			r.result = resultReplay
+		}
+		w.enqueue(tKV, r)
 	case events.KVConnected:
 		w.KVConnected(o.Namespace, o.PublisherID, o.At)
 	case events.KVDisconnected:
@@ -405,7 +417,16 @@ func (w *Writer) Record(out core.Output) {
 	case core.ConfigChanged:
 		w.enqueue(tConfigChanges, o)
 	case core.KVApplied:
+		if o.Replayed {
+			w.enqueue(tKV, &frameRecord{at: o.At, namespace: o.Namespace, publisherID: o.PublisherID, kind: kindReplayed,
+				frames: EncodeFrames(o.Frames), result: o.Result})
+			break
+		}
 		w.KVMessage(o.Namespace, o.PublisherID, o.Frames, o.At, o.Result)
+	case events.KVReplayWanted:
+		w.enqueue(tKVReplays, o)
+	case core.KVReplayFinished:
+		w.enqueue(tKVReplays, o)
 	case core.Request:
 		w.Request(o)
 	case core.Selection:
@@ -626,7 +647,12 @@ func (w *Writer) insert(ctx context.Context, stmt func(int) *sql.Stmt, r record)
 	case *frameRecord:
 		if r.t == tKV {
 			kind, result := "message", any(v.result)
-			if v.kind != "" {
+			switch {
+			case v.kind == kindReplayed:
+				kind = kindReplayed
+			case v.kind != "" && v.result != "":
+				kind = v.kind // a subscribed row offering replay
+			case v.kind != "":
 				kind, result = v.kind, nil
 			}
 			_, err = stmt(sKV).ExecContext(ctx, run, seq, atNS(v.at), kind, v.namespace, u2i(v.publisherID), blob(v.frames), result)
@@ -670,6 +696,12 @@ func (w *Writer) insert(ctx context.Context, stmt func(int) *sql.Stmt, r record)
 		}
 		_, err = stmt(sConfigChange).ExecContext(ctx, run, seq, atNS(v.At), v.Picker, int64(v.MaxStaleness), int64(v.KVStaleAfter), string(kvJSON),
 			int64(v.PeerSilentAfter), int64(v.PeerRequestTTL))
+	case events.KVReplayWanted:
+		_, err = stmt(sKVReplay).ExecContext(ctx, run, seq, atNS(v.At), "wanted", v.Namespace, u2i(v.PublisherID), u2i(v.From), u2i(v.To),
+			nil, nil, nil, nil, nil, nil)
+	case core.KVReplayFinished:
+		_, err = stmt(sKVReplay).ExecContext(ctx, run, seq, atNS(v.At), "finished", v.Namespace, u2i(v.PublisherID), u2i(v.From), u2i(v.To),
+			v.Reason, v.Err, u2i(v.Recovered), u2i(v.Lost), u2i(v.Duplicates), v.Held)
 	case peerBatchRow:
 		_, err = stmt(sPeerBatch).ExecContext(ctx, run, seq, atNS(v.at), u2i(v.replica), u2i(v.seq), v.events, v.batch)
 	case FirstToken:

@@ -89,6 +89,9 @@ type publisher struct {
 	// drop is how many of the incarnation's next messages are lost on the
 	// way (the drop fault): numbered, then never delivered.
 	drop int
+	// ring keeps a kv-events publisher's last messages for replay
+	// (kv_replay); nil when it offers none.
+	ring *replayRing
 }
 
 // rank is one engine and its step timer.
@@ -169,6 +172,9 @@ func (w *worker) newPublisher() {
 	w.pub.endpoint = fmt.Sprintf("tcp://%s:%d", ip, 20000+w.run.ids.IntN(20000))
 	w.kvPub = publisher{id: w.run.ids.Uint64() & jsonSafeMask}
 	w.kvPub.endpoint = fmt.Sprintf("tcp://%s:%d", ip, 40000+w.run.ids.IntN(20000))
+	if w.group.offersReplay() {
+		w.kvPub.ring = newReplayRing(w.group.replayBuffer())
+	}
 }
 
 func (w *worker) registrarWorker() registrar.Worker {
@@ -267,13 +273,22 @@ func (rk *rank) publishKV(now time.Time) {
 	evs := rk.eng.DrainKVEvents()
 	w := rk.w
 	w.run.kvEvents += uint64(len(evs))
-	if !w.alive || w.stalled || !w.kvPub.subscribed {
+	if !w.alive || w.stalled {
+		return
+	}
+	if !w.kvPub.subscribed && w.kvPub.ring == nil {
 		return // nobody listening: the events are lost, as on a PUB socket
 	}
 	for _, ev := range evs {
 		w.kvPub.seq++
 		re := publish.RouterEvent(w.id, rk.idx, ev)
-		w.run.deliverKV(w, wire.KVEventsMessageFast(w.kvPub.id, w.kvPub.seq, &re, now), now)
+		frames := wire.KVEventsMessageFast(w.kvPub.id, w.kvPub.seq, &re, now)
+		if w.kvPub.ring != nil {
+			// A publisher that offers replay numbers and keeps every
+			// message, listened to or not.
+			w.kvPub.ring.add(w.kvPub.seq, frames)
+		}
+		w.run.deliverKV(w, frames, now)
 	}
 }
 

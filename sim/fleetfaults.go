@@ -106,7 +106,7 @@ func (r *Run) setKV(on bool, now time.Time) {
 		}
 		id := w.kvPub.id
 		if on {
-			r.cores.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: id})
+			r.cores.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: id, Replay: w.group.offersReplay()})
 			r.staleTimer(now)
 			r.subscribe(w, now)
 			continue

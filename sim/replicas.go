@@ -145,8 +145,11 @@ func (r *Run) newReplicas(pickerName string) error {
 	n := sc.Router.ReplicaCount()
 	for i := range n {
 		rr := &routerReplica{idx: i, id: uint64(i + 1)}
+		// Recovery is on, as the router's default; it acts only on
+		// publishers that offer replay (kv_replay).
 		o := core.Options{Picker: pickerName, Seed: PickerSeed(sc.Seed), MaxStaleness: sc.Router.MaxStaleness.Std(),
-			KV: sc.Router.KV.Options(), Log: r.opts.Log}
+			KV: sc.Router.KV.Options(), Log: r.opts.Log, KVReplay: core.KVReplaySettings{Enabled: true}}
+		o.Hooks.KVReplayWanted = func(want events.KVReplayWanted) { r.replayWanted(rr.core, want) }
 		if i == 0 {
 			o.Port = r.opts.Record
 		}

@@ -80,6 +80,11 @@ type Summary struct {
 	DegradeLost uint64 `json:",omitempty"`
 	// Dropped counts the kv-events messages drop faults lost.
 	Dropped uint64 `json:",omitempty"`
+	// ReplayRequests counts the kv-events replay requests publishers
+	// served (kv_replay), ReplayMessages the messages they replayed that
+	// reached the router.
+	ReplayRequests uint64 `json:",omitempty"`
+	ReplayMessages uint64 `json:",omitempty"`
 	// Brokers is what the broker transport did (router.load_transport:
 	// broker only).
 	Brokers *BrokerSummary `json:",omitempty"`
@@ -102,8 +107,9 @@ type Run struct {
 	// ids draws instance and publisher ids; net draws delays and losses.
 	// Separate streams, so a network setting does not renumber the fleet.
 	ids, net *rand.Rand
-	// syncNet draws replica-sync losses; links the random link failures.
-	syncNet, links *rand.Rand
+	// syncNet draws replica-sync losses; links the random link failures;
+	// replayNet the delays of kv-events replays.
+	syncNet, links, replayNet *rand.Rand
 
 	namespaces []string
 	kvEnabled  bool
@@ -157,7 +163,7 @@ func New(sc *Scenario, opts Options) (*Run, error) {
 	}
 	r := &Run{sc: sc, opts: opts, loop: NewLoop(Epoch), inflight: map[uint64]*request{},
 		ids: rand.New(rand.NewPCG(sc.Seed, 0x6964)), net: rand.New(rand.NewPCG(sc.Seed, 0x6e6574)),
-		links:      rand.New(rand.NewPCG(sc.Seed, 0x6c696e6b)),
+		links: rand.New(rand.NewPCG(sc.Seed, 0x6c696e6b)), replayNet: rand.New(rand.NewPCG(sc.Seed, 0x72706c79)),
 		namespaces: []string{sc.Namespace}, kvEnabled: picker.IsKV(name), kvParams: sc.Router.KV}
 	if err := r.newReplicas(name); err != nil {
 		return nil, err
@@ -296,7 +302,8 @@ func (r *Run) follow(w *worker, now time.Time) {
 		return
 	}
 	if r.kvEnabled {
-		r.cores.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id})
+		r.cores.KVSubscribed(events.KVSubscribed{At: now, Namespace: r.sc.Namespace, PublisherID: w.kvPub.id,
+			Replay: w.group.offersReplay()})
 		r.staleTimer(now)
 	}
 	r.subscribe(w, now)
@@ -414,7 +421,11 @@ func (r *Run) deliverKV(w *worker, frames [][]byte, now time.Time) {
 // link queues, it does not reorder).
 func (r *Run) deliver(w *worker, p *publisher, now time.Time, arrive Action) {
 	n := r.sc.Network
-	if n.LoadLoss > 0 && r.net.Float64() < n.LoadLoss {
+	loss := n.LoadLoss
+	if n.KVLoss != nil && p == &w.kvPub {
+		loss = *n.KVLoss
+	}
+	if loss > 0 && r.net.Float64() < loss {
 		return
 	}
 	d := n.LoadDelay.Std()

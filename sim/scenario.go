@@ -85,9 +85,40 @@ type WorkerGroup struct {
 	// Engine chooses the engine's timing: the mocker polynomial (nil, the
 	// default) or a profile, which also sets the card values left out.
 	Engine *EngineSpec `yaml:"engine,omitempty"`
+	// KVReplay makes the group's kv-events publishers offer replay of
+	// their recent messages, as vLLM's publisher does with a replay
+	// endpoint; nil (the default) offers none.
+	KVReplay *KVReplay `yaml:"kv_replay,omitempty"`
 
 	// engineConfig is one rank's engine configuration from the profile.
 	engineConfig engine.Config
+}
+
+// KVReplay is a worker group's kv-events replay offer: each publisher
+// keeps its last Buffer messages (vLLM's buffer_steps) and replays them
+// on request.
+type KVReplay struct {
+	Enabled bool `yaml:"enabled"`
+	// Buffer is how many messages a publisher keeps; 0 is
+	// DefaultKVReplayBuffer.
+	Buffer int `yaml:"buffer,omitempty"`
+}
+
+// DefaultKVReplayBuffer is vLLM's default buffer_steps.
+const DefaultKVReplayBuffer = 10000
+
+// MaxKVReplayBuffer bounds kv_replay.buffer.
+const MaxKVReplayBuffer = 1 << 20
+
+// offers reports whether the group's publishers offer replay.
+func (g *WorkerGroup) offersReplay() bool { return g.KVReplay != nil && g.KVReplay.Enabled }
+
+// replayBuffer is how many messages each publisher of the group keeps.
+func (g *WorkerGroup) replayBuffer() int {
+	if g.KVReplay == nil || g.KVReplay.Buffer == 0 {
+		return DefaultKVReplayBuffer
+	}
+	return g.KVReplay.Buffer
 }
 
 // Network shapes how the fleet's state reaches the router.
@@ -110,6 +141,10 @@ type Network struct {
 	// single messages; this models a lossy relay. LinkFailures models what
 	// a connection does.
 	LoadLoss float64 `yaml:"load_loss"`
+	// KVLoss, when set, replaces LoadLoss for kv-events messages, so a
+	// run can lose kv-events without losing load samples (or the
+	// reverse).
+	KVLoss *float64 `yaml:"kv_loss,omitempty"`
 	// LinkFailures breaks the connections between the router and each
 	// worker's publishers at random: what the publishers send until the
 	// router has reconnected and resubscribed is lost.
@@ -790,6 +825,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 				bad("%s.%s: must be >= 1, got %d", p, name, v)
 			}
 		}
+		if g.KVReplay != nil && (g.KVReplay.Buffer < 0 || g.KVReplay.Buffer > MaxKVReplayBuffer) {
+			bad("%s.kv_replay.buffer: must be between 0 (the default, %d) and %d, got %d", p, DefaultKVReplayBuffer, MaxKVReplayBuffer, g.KVReplay.Buffer)
+		}
 		if len(g.InstanceIDs) > 0 && len(g.InstanceIDs) != g.Count {
 			bad("%s.instance_ids: %d ids for %d workers", p, len(g.InstanceIDs), g.Count)
 		}
@@ -827,6 +865,9 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 	}
 	if !(n.LoadLoss >= 0 && n.LoadLoss < 1) {
 		bad("network.load_loss: must be in [0, 1)")
+	}
+	if n.KVLoss != nil && !(*n.KVLoss >= 0 && *n.KVLoss < 1) {
+		bad("network.kv_loss: must be in [0, 1)")
 	}
 	if lf := n.LinkFailures; lf != nil {
 		if lf.MeanInterval < Duration(time.Millisecond) {

@@ -106,26 +106,28 @@ type coreCounts struct {
 	KVMessages   map[string]uint64 `json:"kv_messages,omitempty"`
 	Selections   map[string]uint64 `json:"selections"`
 	KVSelections map[string]uint64 `json:"kv_selections,omitempty"`
+	// KVReplay counts gap recovery by replay by result.
+	KVReplay map[string]uint64 `json:"kv_replay,omitempty"`
 }
 
 func countsOf(cs []*core.Core) coreCounts {
 	if len(cs) == 1 {
 		c := cs[0]
 		out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: c.KVResults(), Selections: c.Reasons(),
-			KVSelections: c.KVSelections()}
+			KVSelections: c.KVSelections(), KVReplay: c.KVReplayCounts()}
 		for r, n := range c.LoadResults() {
 			out.LoadMessages[r.String()] = n
 		}
 		return out
 	}
 	out := coreCounts{LoadMessages: map[string]uint64{}, KVMessages: map[string]uint64{}, Selections: map[string]uint64{},
-		KVSelections: map[string]uint64{}}
+		KVSelections: map[string]uint64{}, KVReplay: map[string]uint64{}}
 	for _, c := range cs {
 		for r, n := range c.LoadResults() {
 			out.LoadMessages[r.String()] += n
 		}
 		for _, pair := range []struct{ dst, src map[string]uint64 }{{out.KVMessages, c.KVResults()},
-			{out.Selections, c.Reasons()}, {out.KVSelections, c.KVSelections()}} {
+			{out.Selections, c.Reasons()}, {out.KVSelections, c.KVSelections()}, {out.KVReplay, c.KVReplayCounts()}} {
 			for k, n := range pair.src {
 				pair.dst[k] += n
 			}
@@ -205,6 +207,10 @@ func (r *simResult) print(out io.Writer) {
 	if len(r.Core.KVSelections) > 0 {
 		fmt.Fprintf(out, "  kv: %d kv-events messages (%s), selections %s\n", r.Run.KVMessages,
 			formatCounts(r.Core.KVMessages), formatCounts(r.Core.KVSelections))
+	}
+	if len(r.Core.KVReplay) > 0 {
+		fmt.Fprintf(out, "  kv replay: %s; publishers served %d replays, %d messages reached the router\n",
+			formatCounts(r.Core.KVReplay), r.Run.ReplayRequests, r.Run.ReplayMessages)
 	}
 	if b := r.Run.Brokers; b != nil {
 		fmt.Fprint(out, "  brokers:")

@@ -68,6 +68,7 @@ func Default() *Config {
 				// dispatched costs the picks (docs/picker.md).
 				TrackActiveBlocks:  true,
 				TrackPrefillTokens: true,
+				Replay:             KVReplay{Enabled: true, Timeout: Duration(2 * time.Second), MaxHeldMessages: 4096},
 			},
 			EventBus: EventBus{
 				MaxSessions:           DefaultMaxSessions,

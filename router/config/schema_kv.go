@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // KV configures KV-overlap-aware selection.
 type KV struct {
 	Enabled            bool `yaml:"enabled"`
@@ -39,11 +41,31 @@ type KV struct {
 	// cost per request active on it (DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT).
 	DecodeActiveRequestWeight float64                   `yaml:"decode_active_request_weight"`
 	ConditionalDisaggregation ConditionalDisaggregation `yaml:"conditional_disaggregation"`
+	// Replay configures gap recovery: when a publisher that offers replay
+	// skips messages, the router asks for them before clearing a rank.
+	Replay KVReplay `yaml:"replay"`
 	// Sources are kv_cache_index sources: backends whose KV-cache events
 	// in-cluster kv-listeners push as SSE over the event bus, followed
 	// instead of the workers' own kv-events (docs/event-bus.md).
 	Sources []KVSource `yaml:"sources"`
 }
+
+// KVReplay configures gap recovery by replay (docs/kv.md).
+type KVReplay struct {
+	Enabled bool `yaml:"enabled"`
+	// Timeout is how long a recovery waits for its replay to end before
+	// it releases what it held and the gap clears the rank.
+	Timeout Duration `yaml:"timeout"`
+	// MaxHeldMessages bounds the live messages one recovery holds.
+	MaxHeldMessages int `yaml:"max_held_messages"`
+}
+
+// Bounds of dynamo.kv.replay.
+const (
+	MinKVReplayTimeout = 10 * time.Millisecond
+	MaxKVReplayTimeout = time.Minute
+	MaxKVReplayHeld    = 65536
+)
 
 // Transports of a kv_cache_index source.
 const KVSourceTransportEventBus = "event_bus"

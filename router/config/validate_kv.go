@@ -53,6 +53,12 @@ func (k *checker) kv(c *Config) {
 	if t := cd.DecodeBusyThreshold; t != nil && (*t < 0 || *t > 1) {
 		k.err(p+".conditional_disaggregation.decode_busy_threshold", "must be a fraction of total_kv_blocks between 0.0 and 1.0, got %g", *t)
 	}
+	if t := kv.Replay.Timeout.Std(); t < MinKVReplayTimeout || t > MaxKVReplayTimeout {
+		k.err(p+".replay.timeout", "must be between %s and %s, got %s", MinKVReplayTimeout, MaxKVReplayTimeout, t)
+	}
+	if n := kv.Replay.MaxHeldMessages; n < 1 || n > MaxKVReplayHeld {
+		k.err(p+".replay.max_held_messages", "must be between 1 and %d, got %d", MaxKVReplayHeld, n)
+	}
 	k.kvSources(c)
 	if cd.Enabled {
 		k.warn(p+".conditional_disaggregation.enabled", "Dynamo 1.5 direct-mode frontends refuse a request without a prefill worker id while prefill workers are registered, so bypassed requests can fail with 503")

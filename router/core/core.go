@@ -56,6 +56,13 @@ type Core struct {
 
 	staleAfter time.Duration
 	sessions   map[publisherKey]*kvSession
+	// streams are the subscriptions whose publishers offer replay
+	// (kvreplay.go).
+	streams       map[publisherKey]*kvStream
+	replayResults map[string]uint64
+	// heldBytes is the frames every recovery holds; heldBytesCap its
+	// bound (KVReplayMaxHeldBytesTotal; tests lower it).
+	heldBytes, heldBytesCap int
 
 	loadResults map[envelope.Result]uint64
 	kvResults   map[string]uint64
@@ -83,6 +90,9 @@ type Settings struct {
 	// rules' defaults when set.
 	PeerSilentAfter time.Duration
 	PeerRequestTTL  time.Duration
+	// KVReplay configures gap recovery by replay (kvreplay.go); its zero
+	// value is off.
+	KVReplay KVReplaySettings
 }
 
 // Hooks let a host observe what the core counts (the live server's
@@ -107,6 +117,12 @@ type Hooks struct {
 	// PeerRefused of peer events not applied, by reason (PeerStats).
 	PeerGap     func(missing uint64)
 	PeerRefused func(reason string, n uint64)
+	// KVReplay hears of gap recovery by result (KVReplayResults), n at
+	// a time. KVReplayWanted hears of each replay the core asks of a
+	// publisher: the host sends the request and answers with
+	// KVReplayed and KVReplayEnd, later, not from inside the hook.
+	KVReplay       func(result string, n uint64)
+	KVReplayWanted func(events.KVReplayWanted)
 }
 
 // Options configure a core.
@@ -125,6 +141,8 @@ type Options struct {
 	// rules' defaults when set.
 	PeerSilentAfter time.Duration
 	PeerRequestTTL  time.Duration
+	// KVReplay configures gap recovery by replay; its zero value is off.
+	KVReplay KVReplaySettings
 }
 
 // New assembles a core.
@@ -134,8 +152,10 @@ func New(o Options) (*Core, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Core{port: o.Port, seed: o.Seed, hooks: o.Hooks, log: log,
-		sessions: map[publisherKey]*kvSession{}, loadResults: map[envelope.Result]uint64{},
-		kvResults: map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{},
+		sessions: map[publisherKey]*kvSession{}, streams: map[publisherKey]*kvStream{}, replayResults: map[string]uint64{},
+		heldBytesCap: KVReplayMaxHeldBytesTotal,
+		loadResults:  map[envelope.Result]uint64{},
+		kvResults:    map[string]uint64{}, kvSelection: map[string]uint64{}, reasons: map[string]uint64{},
 		reasonKeys: map[[2]string]string{}}
 	c.follower = discovery.NewFollower(discovery.NewReducer(log.With("component", "discovery"), o.Hooks.Discovery),
 		discovery.NewRegistry())
@@ -143,7 +163,7 @@ func New(o Options) (*Core, error) {
 	c.kv = kv.NewTracker(c.countKV)
 	c.active = active.New()
 	s := Settings{Picker: o.Picker, KV: o.KV, MaxStaleness: o.MaxStaleness, KVStaleAfter: o.KVStaleAfter,
-		PeerSilentAfter: o.PeerSilentAfter, PeerRequestTTL: o.PeerRequestTTL}
+		PeerSilentAfter: o.PeerSilentAfter, PeerRequestTTL: o.PeerRequestTTL, KVReplay: o.KVReplay}
 	p, err := c.newPicker(s)
 	if err != nil {
 		return nil, err
@@ -209,6 +229,9 @@ func (c *Core) LoadResults() map[envelope.Result]uint64 { return c.loadResults }
 // KVResults counts kv-events messages by result.
 func (c *Core) KVResults() map[string]uint64 { return c.kvResults }
 
+// KVReplayCounts counts gap recovery by result (KVReplayResults).
+func (c *Core) KVReplayCounts() map[string]uint64 { return c.replayResults }
+
 // KVSelections counts KV-aware selections by result.
 func (c *Core) KVSelections() map[string]uint64 { return c.kvSelection }
 
@@ -260,10 +283,25 @@ func (c *Core) LoadMessage(ev *events.LoadMessage) envelope.Result {
 	return res
 }
 
-// KVMessage applies one kv-events message to the KV index.
+// KVMessage applies one kv-events message to the KV index, or, while
+// its subscription recovers a gap by replay, holds it and returns KVHeld
+// (kvreplay.go).
 func (c *Core) KVMessage(ev *events.KVMessage) string {
+	if c.settings.KVReplay.Enabled {
+		k := publisherKey{ev.Namespace, ev.PublisherID}
+		if st := c.streams[k]; st != nil {
+			return c.receive(k, st, ev)
+		}
+	}
+	return c.applyKV(ev, false)
+}
+
+// applyKV folds one message into the tracker and records it with its
+// result; replayed marks a message a publisher replayed.
+func (c *Core) applyKV(ev *events.KVMessage, replayed bool) string {
 	res := c.kv.Apply(ev)
-	c.record(KVApplied{At: ev.At, Namespace: ev.Namespace, PublisherID: ev.PublisherID, Frames: ev.Frames, Result: res})
+	c.record(KVApplied{At: ev.At, Namespace: ev.Namespace, PublisherID: ev.PublisherID, Frames: ev.Frames, Result: res,
+		Replayed: replayed})
 	return res
 }
 
@@ -285,8 +323,12 @@ func (c *Core) Configure(ev ConfigChanged) error {
 	} else if kp, ok := c.picker.(interface{ SetKVOptions(picker.KVOptions) }); ok {
 		kp.SetKVOptions(next.KV)
 	}
+	was := c.settings.KVReplay.Enabled
 	c.apply(next)
 	c.record(ev)
+	if was && !next.KVReplay.Enabled {
+		c.replayStopAll(ev.At)
+	}
 	return nil
 }
 

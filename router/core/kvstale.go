@@ -1,7 +1,6 @@
 package core
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -50,6 +49,7 @@ func (c *Core) session(ns string, id uint64) *kvSession {
 
 // KVSubscribed reports a started (or restarted) kv-events subscription.
 func (c *Core) KVSubscribed(ev events.KVSubscribed) {
+	c.replaySubscribed(ev)
 	c.record(ev)
 	*c.session(ev.Namespace, ev.PublisherID) = kvSession{down: ev.At}
 }
@@ -75,6 +75,7 @@ func (c *Core) KVDisconnected(ev events.KVDisconnected) {
 func (c *Core) KVUnsubscribed(ev events.KVUnsubscribed) int {
 	c.record(ev)
 	delete(c.sessions, publisherKey{ev.Namespace, ev.PublisherID})
+	c.replayDrop(ev.At, publisherKey{ev.Namespace, ev.PublisherID}, true)
 	n := c.lose(ev.At, ev.Namespace, ev.PublisherID)
 	if n > 0 {
 		c.log.Info("kv-events subscription stopped; its publisher's blocks were cleared",
@@ -83,9 +84,12 @@ func (c *Core) KVUnsubscribed(ev events.KVUnsubscribed) int {
 	return n
 }
 
-// Tick applies the time-driven rules at ev.At (this one, and replica
-// sync's, peers.go) and reports how many publishers lost their blocks.
+// Tick applies the time-driven rules at ev.At (this one, replica
+// sync's, peers.go, and gap recovery's deadlines, kvreplay.go) and
+// reports how many publishers lost their blocks. A tick that only ends
+// recoveries is not recorded: the messages they release are.
 func (c *Core) Tick(ev events.Tick) int {
+	c.replayDue(ev.At)
 	peers := c.peersDue(ev.At)
 	var due []publisherKey
 	for k, s := range c.sessions {
@@ -96,9 +100,7 @@ func (c *Core) Tick(ev events.Tick) int {
 	if len(due) == 0 && !peers {
 		return 0
 	}
-	slices.SortFunc(due, func(a, b publisherKey) int {
-		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.id, b.id))
-	})
+	slices.SortFunc(due, comparePublishers)
 	c.record(ev)
 	if peers {
 		c.expirePeers(ev.At)
@@ -106,6 +108,7 @@ func (c *Core) Tick(ev events.Tick) int {
 	for _, k := range due {
 		s := c.sessions[k]
 		s.cleared = true
+		c.replayDrop(ev.At, k, false)
 		n := c.lose(ev.At, k.namespace, k.id)
 		c.log.Warn("kv-events subscription without a session for too long; the blocks its publisher reported are no longer trusted",
 			"namespace", k.namespace, "publisher_id", k.id, "down_for", ev.At.Sub(s.down).Round(time.Millisecond).String(),
@@ -120,6 +123,7 @@ func (c *Core) Tick(ev events.Tick) int {
 // core carry. Either way it is recorded as a kv-events row without frames
 // and with result kv.PublisherLostResult, which replay applies.
 func (c *Core) KVPublisherLost(ev events.KVPublisherLost) int {
+	c.replayDrop(ev.At, publisherKey{ev.Namespace, ev.PublisherID}, false)
 	return c.lose(ev.At, ev.Namespace, ev.PublisherID)
 }
 

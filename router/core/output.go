@@ -48,6 +48,9 @@ type KVApplied struct {
 	PublisherID uint64
 	Frames      [][]byte
 	Result      string
+	// Replayed: the publisher replayed this message to fill a gap
+	// (Core.KVReplayed).
+	Replayed bool
 }
 
 // ConfigChanged is a configuration change the core applied (Configure).

@@ -92,6 +92,32 @@ func (s *Shared) KVMessage(namespace string, publisherID uint64, frames [][]byte
 	return s.c.KVMessage(&ev)
 }
 
+// KVSubscribedReplay is KVSubscribed for a publisher whose replay offer
+// discovery knows: with replay, the core recovers the subscription's gaps
+// by asking for what they missed (kvreplay.go).
+func (s *Shared) KVSubscribedReplay(namespace string, publisherID uint64, replay bool, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.KVSubscribed(events.KVSubscribed{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Replay: replay})
+}
+
+// KVReplayed applies one message a publisher replayed at the core's
+// request (Hooks.KVReplayWanted), in its live frame form.
+func (s *Shared) KVReplayed(namespace string, publisherID uint64, frames [][]byte, at time.Time) string {
+	ev := events.KVReplayMessage{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Frames: frames}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.KVReplayed(&ev)
+}
+
+// KVReplayEnd reports that a replay is over; errText says why it failed,
+// empty when the publisher sent all it held.
+func (s *Shared) KVReplayEnd(namespace string, publisherID uint64, errText string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.KVReplayEnd(events.KVReplayEnd{At: at.Round(0), Namespace: namespace, PublisherID: publisherID, Err: errText})
+}
+
 // KVPublisherLost clears the ranks a publisher reported: a
 // kv_cache_index source's reset, or a source that lost its stream for too
 // long. Recorded like the staleness rule's clearing, so a replay clears

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"switchyard/router/config"
+	"switchyard/router/core"
 	"switchyard/router/picker"
 )
 
@@ -26,4 +27,9 @@ func KVOptions(k config.KV) picker.KVOptions {
 		o.PredictCache, o.PredictedTTL = true, time.Duration(k.PredictedBlockTTL)
 	}
 	return o
+}
+
+// KVReplay is the core's gap-recovery settings of dynamo.kv.replay.
+func KVReplay(r config.KVReplay) core.KVReplaySettings {
+	return core.KVReplaySettings{Enabled: r.Enabled, Timeout: r.Timeout.Std(), MaxHeldMessages: r.MaxHeldMessages}
 }

@@ -151,10 +151,14 @@ type KVPublisherLost struct {
 
 // KVSubscribed reports that the router started (or restarted) a
 // kv-events subscription to one publisher; it has no session yet.
+// Replay says the publisher offers replay of its recent messages (the
+// host knows it from discovery): the core then asks for what a gap missed
+// before it clears anything. Without it a gap clears the rank at once.
 type KVSubscribed struct {
 	At          time.Time
 	Namespace   string
 	PublisherID uint64
+	Replay      bool
 }
 
 // KVDisconnected reports that a kv-events subscription lost its session.
@@ -173,6 +177,38 @@ type KVUnsubscribed struct {
 	PublisherID uint64
 }
 
+// KVReplayWanted asks the host to have a publisher replay the messages
+// of its stream numbered From to To (both included): the core saw a gap
+// and holds the publisher's later messages until KVReplayEnd, or its
+// deadline. It is an output of the core; the host answers it with
+// KVReplayMessage inputs and one KVReplayEnd.
+type KVReplayWanted struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+	From, To    uint64
+}
+
+// KVReplayMessage is one message a publisher replayed, in exactly the
+// form of a live message of its stream (Dynamo's four frames, or a vLLM
+// engine's three). Frames may alias the transport's buffers.
+type KVReplayMessage struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+	Frames      [][]byte
+}
+
+// KVReplayEnd reports that the replay the core asked of a publisher is
+// over: every message the publisher still held was delivered (Err empty),
+// or the replay failed (Err says why).
+type KVReplayEnd struct {
+	At          time.Time
+	Namespace   string
+	PublisherID uint64
+	Err         string
+}
+
 // Tick is the passage of time on the host's clock: rules that act on
 // elapsed time (the kv-events staleness rule) act at ticks.
 type Tick struct {
@@ -186,3 +222,6 @@ func (e Tick) Time() time.Time            { return e.At }
 func (e KVConnected) Time() time.Time     { return e.At }
 func (e KVMessage) Time() time.Time       { return e.At }
 func (e KVPublisherLost) Time() time.Time { return e.At }
+func (e KVReplayWanted) Time() time.Time  { return e.At }
+func (e KVReplayMessage) Time() time.Time { return e.At }
+func (e KVReplayEnd) Time() time.Time     { return e.At }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchyard/router/core"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
 	"switchyard/router/kv"
@@ -15,8 +16,12 @@ import (
 type KV struct {
 	Events    *prometheus.CounterVec
 	Selection *prometheus.CounterVec
+	// Replay counts gap recovery by replay by result
+	// (core.KVReplayResults).
+	Replay    *prometheus.CounterVec
 	events    map[string]prometheus.Counter
 	selection map[string]prometheus.Counter
+	replay    map[string]prometheus.Counter
 }
 
 // kvEventResults is the result label set of kv-events messages: what the
@@ -41,8 +46,16 @@ func newKV() KV {
 			Name: "switchyard_dynamo_kv_selection_total",
 			Help: "KV-aware selections by result (overlap, no_overlap, tokenizer_unavailable, bypass, ...).",
 		}, []string{"result"}),
+		Replay: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_dynamo_kv_replay_total",
+			Help: "kv-events gap recovery by replay: replays requested, messages recovered and lost, recoveries ended by timeout, overflow or failure, replayed messages dropped.",
+		}, []string{"result"}),
 		events:    map[string]prometheus.Counter{},
 		selection: map[string]prometheus.Counter{},
+		replay:    map[string]prometheus.Counter{},
+	}
+	for _, r := range core.KVReplayResults() {
+		k.replay[r] = k.Replay.WithLabelValues(r)
 	}
 	for _, r := range kvEventResults() {
 		k.events[r] = k.Events.WithLabelValues(r)
@@ -67,6 +80,14 @@ func (k *KV) CountEvent(result string) {
 // CountSubscription increments what the kv-events subscription supervisor
 // counts itself: skipped channels and ZMTP violations.
 func (k *KV) CountSubscription(r envelope.Result) { k.CountEvent(r.String()) }
+
+// CountReplay adds n to one gap-recovery result; results outside the
+// closed set are ignored.
+func (k *KV) CountReplay(result string, n uint64) {
+	if c, ok := k.replay[result]; ok {
+		c.Add(float64(n))
+	}
+}
 
 // CountSelection increments one KV-aware selection result; results
 // outside the closed set are ignored.

@@ -48,7 +48,7 @@ func New() *Set {
 	sel := newSelection()
 	reg.MustRegister(sel.Total, sel.ActiveRefused)
 	k := newKV()
-	reg.MustRegister(k.Events, k.Selection)
+	reg.MustRegister(k.Events, k.Selection, k.Replay)
 	e := newEPP()
 	reg.MustRegister(e.collectors()...)
 	rc := &replay.Counts{}

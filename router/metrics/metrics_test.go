@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/envelope"
 	"switchyard/router/eventplane"
@@ -97,6 +98,24 @@ func TestKVCountsAreClosed(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(s.KV.Selection); n != len(picker.KVResults) {
 		t.Fatalf("%d kv selection series, want %d", n, len(picker.KVResults))
+	}
+}
+
+// Gap recovery's counter is pre-registered over the core's closed set;
+// counts add up and nothing else creates a series.
+func TestKVReplayCountsAreClosed(t *testing.T) {
+	s := New()
+	if n := testutil.CollectAndCount(s.KV.Replay); n != len(core.KVReplayResults()) {
+		t.Fatalf("%d kv replay series, want %d", n, len(core.KVReplayResults()))
+	}
+	s.KV.CountReplay(core.ReplayLost, 3)
+	s.KV.CountReplay(core.ReplayLost, 2)
+	s.KV.CountReplay("made-up", 1)
+	if got := testutil.ToFloat64(s.KV.Replay.WithLabelValues(core.ReplayLost)); got != 5 {
+		t.Fatalf("lost = %v, want 5", got)
+	}
+	if n := testutil.CollectAndCount(s.KV.Replay); n != len(core.KVReplayResults()) {
+		t.Fatalf("%d kv replay series after counting, want %d", n, len(core.KVReplayResults()))
 	}
 }
 

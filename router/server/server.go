@@ -180,14 +180,14 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	start := s.coreSettings(cfg)
 	hooks := core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
 		KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery,
-		ActiveRefused: s.metrics.Selection.ActiveRefused.Inc}
+		ActiveRefused: s.metrics.Selection.ActiveRefused.Inc, KVReplay: s.metrics.KV.CountReplay}
 	if err := s.newReplicaSync(cfg, &hooks, o); err != nil {
 		s.Close()
 		return nil, err
 	}
 	c, err := core.New(core.Options{Picker: start.Picker, Seed: seed, MaxStaleness: start.MaxStaleness,
 		KV: start.KV, Port: port, Log: log.With("component", "core"), KVStaleAfter: start.KVStaleAfter,
-		PeerSilentAfter: start.PeerSilentAfter, Hooks: hooks})
+		PeerSilentAfter: start.PeerSilentAfter, KVReplay: start.KVReplay, Hooks: hooks})
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -390,7 +390,8 @@ func (s *Server) reloadCore(cfg *config.Config) {
 // coreSettings are the routing settings of cfg.
 func (s *Server) coreSettings(cfg *config.Config) core.Settings {
 	return core.Settings{Picker: PickerName(cfg), KV: coreconfig.KVOptions(cfg.Dynamo.KV),
-		MaxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), KVStaleAfter: s.kvStaleAfter, PeerSilentAfter: s.peerSilentAfter}
+		MaxStaleness: cfg.Dynamo.Load.MaxStaleness.Std(), KVStaleAfter: s.kvStaleAfter, PeerSilentAfter: s.peerSilentAfter,
+		KVReplay: coreconfig.KVReplay(cfg.Dynamo.KV.Replay)}
 }
 
 // brokerCoverage is the broker transport's coverage report; nil under

@@ -117,6 +117,26 @@ func (c *Collector) at(t time.Time) time.Duration {
 	return d
 }
 
+// kv counts a kv-events message the tracker applied, and a replayed one
+// as recovered too.
+func (c *Collector) kv(result string, replayed bool, at time.Duration) {
+	c.count("kv."+result, at)
+	if replayed {
+		c.count("kv_replay.recovered", at)
+	}
+}
+
+// maxCountN bounds what one output adds to a counter: a count is kept
+// as one time per increment.
+const maxCountN = 1 << 16
+
+// countN counts name n times at at, at most maxCountN.
+func (c *Collector) countN(name string, n uint64, at time.Duration) {
+	for range min(n, maxCountN) {
+		c.count(name, at)
+	}
+}
+
 func (c *Collector) count(name string, at time.Duration) {
 	ts := c.ev.Counts[name]
 	// Outputs arrive in order; keep the slice sorted if a host's clocks
@@ -197,6 +217,18 @@ func (c *Collector) Record(out core.Output) {
 	case recorder.LoadMessage:
 		// A recording keeps the message and its result's name.
 		c.load(&o.LoadMessage, o.Result)
+	case core.KVApplied:
+		c.kv(o.Result, o.Replayed, c.at(o.At))
+	case recorder.KVMessage:
+		c.kv(o.Result, o.Replayed, c.at(o.At))
+	case core.KVReplayFinished:
+		at := c.at(o.At)
+		switch o.Reason {
+		case core.FinishedTimeout, core.FinishedOverflow, core.FinishedFailed:
+			c.count("kv_replay."+o.Reason, at)
+		}
+		c.countN("kv_replay.lost", o.Lost, at)
+		c.countN("kv_replay.duplicate", o.Duplicates, at)
 	default:
 		if name := countedAs(out); name != "" {
 			c.count(name, c.at(out.Time()))
@@ -208,10 +240,8 @@ func (c *Collector) Record(out core.Output) {
 // for one that is not counted.
 func countedAs(out core.Output) string {
 	switch o := out.(type) {
-	case core.KVApplied:
-		return "kv." + o.Result
-	case recorder.KVMessage:
-		return "kv." + o.Result
+	case events.KVReplayWanted:
+		return "kv_replay.requested"
 	case core.ConfigChanged:
 		return "config.changed"
 	case core.Ended:
