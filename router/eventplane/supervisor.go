@@ -64,6 +64,16 @@ type SessionSink interface {
 	Unsubscribed(namespace string, publisherID uint64, at time.Time)
 }
 
+// A ReplaySessionSink is a SessionSink that also hears, as each
+// subscription starts, whether its publisher offers replay (a usable
+// replay endpoint): it is told through SubscribedReplay instead of
+// Subscribed. A changed offer restarts the subscription, so the sink hears
+// it again.
+type ReplaySessionSink interface {
+	SessionSink
+	SubscribedReplay(namespace string, publisherID uint64, replay bool, at time.Time)
+}
+
 // Family is one followed topic: its name for operators, its ZMTP ceilings
 // and where its messages go.
 type Family struct {
@@ -413,7 +423,9 @@ func (s *Supervisor) start(t Target) *subscription {
 		s.log.Warn("publisher's replay endpoint refused; its missed messages cannot be asked for again",
 			"topic", s.fam.Topic, "namespace", t.Namespace, "publisher_id", t.PublisherID, "reason", t.ReplayRefused)
 	}
-	if ss, ok := s.fam.Sink.(SessionSink); ok {
+	if rs, ok := s.fam.Sink.(ReplaySessionSink); ok {
+		rs.SubscribedReplay(t.Namespace, t.PublisherID, t.ReplayEndpoint != "", now)
+	} else if ss, ok := s.fam.Sink.(SessionSink); ok {
 		ss.Subscribed(t.Namespace, t.PublisherID, now)
 	}
 	seed := s.rng.Uint64()

@@ -14,15 +14,15 @@ type KVReplayCollector struct {
 }
 
 var (
-	kvReplaysDesc = prometheus.NewDesc("switchyard_dynamo_kv_replays_total",
+	kvReplaysDesc = prometheus.NewDesc("switchyard_dynamo_kv_replay_fetches_total",
 		"KV-event replays by how they ended: ended (end marker), stopped (had what it needed), refused, failed (dial, I/O, cancel).",
 		[]string{"result"}, nil)
-	kvReplayRefusedDesc = prometheus.NewDesc("switchyard_dynamo_kv_replay_refused_total",
+	kvReplayRefusedDesc = prometheus.NewDesc("switchyard_dynamo_kv_replay_fetch_refused_total",
 		"KV-event replays refused, by reason (endpoint, protocol, malformed, out_of_order, too_many, timeout).",
 		[]string{"reason"}, nil)
-	kvReplayBatchesDesc = prometheus.NewDesc("switchyard_dynamo_kv_replay_batches_total",
+	kvReplayBatchesDesc = prometheus.NewDesc("switchyard_dynamo_kv_replay_fetched_batches_total",
 		"Batches publishers replayed to the router.", nil, nil)
-	kvReplayRunningDesc = prometheus.NewDesc("switchyard_dynamo_kv_replays_running",
+	kvReplayRunningDesc = prometheus.NewDesc("switchyard_dynamo_kv_replay_fetches_running",
 		"KV-event replays in progress.", nil, nil)
 )
 

@@ -568,3 +568,59 @@ func TestKVReloadKeepsRecording(t *testing.T) {
 	require.Equal(t, 2, rep.Selections)
 	require.True(t, rep.Exact(), "divergences: %+v", rep.Divergences)
 }
+
+// Gap recovery live: the fake engine workers keep their kv-events for
+// replay and advertise their replay sockets in discovery; a drop fault
+// loses messages on the way. With dynamo.kv.replay on, the router asks
+// the publisher for what it missed over the DEALER client and the index
+// never clears a rank; with it off the same loss shows as a gap.
+func TestKVGapRecoveredByReplay(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		replay bool
+	}{{"replay", true}, {"no replay", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := startKVStack(t, fleet.Spec{Prefill: 1, Decode: 1}, func(cfg *config.Config) Options {
+				cfg.Dynamo.KV.Replay.Enabled = tc.replay
+				return Options{}
+			})
+			srv := k.srv
+			for _, s := range srv.kvSubs.Subscriptions() {
+				require.True(t, s.Replay, "publisher %d advertises its replay socket", s.PublisherID)
+			}
+			k.chat(t, strings.Repeat("warm the caches up with a prompt of several blocks; ", 16))
+			eventually(t, "the first blocks indexed for both workers", func() bool {
+				held := 0
+				for _, n := range blocksByWorker(srv.core.Tracker()) {
+					held += min(n, 1)
+				}
+				return held == 2
+			})
+			for _, w := range srv.Discovery().Snapshot().Workers {
+				require.NoError(t, k.fl.Drop(w.InstanceID, 2))
+			}
+			// Every request stores new blocks: the drops are used up and
+			// the messages after them reveal the gap.
+			gapSeen := func() bool {
+				return metricValue(t, srv, `switchyard_dynamo_kv_replay_total{result="recovered"}`) >= 2 ||
+					metricValue(t, srv, `switchyard_dynamo_kv_events_total{result="gap"}`) > 0
+			}
+			for i := 0; !gapSeen(); i++ {
+				require.Less(t, i, 200, "no gap after 200 requests")
+				k.chat(t, strings.Repeat(fmt.Sprintf("request %d asks about something new; ", i), 16))
+			}
+			if tc.replay {
+				eventually(t, "every dropped message recovered", func() bool {
+					return metricValue(t, srv, `switchyard_dynamo_kv_replay_total{result="recovered"}`) >= 2 &&
+						metricValue(t, srv, `switchyard_dynamo_kv_replay_fetches_total{result="stopped"}`)+
+							metricValue(t, srv, `switchyard_dynamo_kv_replay_fetches_total{result="ended"}`) >= 1
+				})
+				require.Zero(t, metricValue(t, srv, `switchyard_dynamo_kv_events_total{result="gap"}`), "no rank cleared")
+				require.Zero(t, metricValue(t, srv, `switchyard_dynamo_kv_replay_total{result="lost"}`))
+			} else {
+				require.Zero(t, metricValue(t, srv, `switchyard_dynamo_kv_replay_total{result="requested"}`))
+				require.Positive(t, metricValue(t, srv, `switchyard_dynamo_kv_events_total{result="gap"}`))
+			}
+		})
+	}
+}

@@ -39,6 +39,8 @@ import (
 	"switchyard/router/envelope"
 	"switchyard/router/epp"
 	"switchyard/router/eventplane"
+	"switchyard/router/eventplane/replay"
+	"switchyard/router/events"
 	"switchyard/router/gateway"
 	"switchyard/router/kv"
 	"switchyard/router/kvsource"
@@ -54,6 +56,9 @@ type Server struct {
 	// warnBlockSize; blockSizeWarnings counts them.
 	blockSizeWarned   sync.Map
 	blockSizeWarnings atomic.Int64
+	// kvReplay runs the replays the core asks for, once the kv-events
+	// subscriptions exist.
+	kvReplay atomic.Pointer[kvReplays]
 
 	log     *slog.Logger
 	cfg     atomic.Pointer[config.Config]
@@ -180,7 +185,8 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 	start := s.coreSettings(cfg)
 	hooks := core.Hooks{LoadResult: s.metrics.Load.Count, KVResult: s.metrics.KV.CountEvent, Selection: s.metrics.Selection.Count,
 		KVSelection: s.metrics.KV.CountSelection, KVUnsupported: s.warnBlockSize, Discovery: s.metrics.Discovery.CountDiscovery,
-		ActiveRefused: s.metrics.Selection.ActiveRefused.Inc, KVReplay: s.metrics.KV.CountReplay}
+		ActiveRefused: s.metrics.Selection.ActiveRefused.Inc, KVReplay: s.metrics.KV.CountReplay,
+		KVReplayWanted: s.kvReplayWanted}
 	if err := s.newReplicaSync(cfg, &hooks, o); err != nil {
 		s.Close()
 		return nil, err
@@ -288,6 +294,11 @@ func (s *Server) startEventPlane(cfg *config.Config, o Options) error {
 		AllTopics: cfg.Dynamo.Discovery.Source == config.SourceInferencePool,
 	}, policy, clk, s.log.With("component", "kv"), s.metrics.KV.CountSubscription)
 	s.metrics.Registry.MustRegister(&metrics.KVCollector{Subscriptions: s.kvSubs.Subscriptions, Size: s.core.Tracker().Size})
+	family := replay.Dynamo
+	if cfg.Dynamo.Discovery.Source == config.SourceInferencePool {
+		family = replay.VLLM
+	}
+	s.kvReplay.Store(newKVReplays(s.core, s.kvSubs, family, policy.Dialer, s.metrics.KVReplay))
 	s.coverage = eventplane.NewCoverageReporter(clk, s.bus, s.discovery.Namespaces, s.loadSubs, s.kvSubs)
 	s.metrics.Registry.MustRegister(&metrics.BrokerCollector{Coverage: s.brokerCoverage})
 	s.metrics.Registry.MustRegister(&metrics.BrokerSubscriptionsCollector{Brokers: s.brokerIDs,
@@ -420,6 +431,16 @@ func (s *Server) brokerIDs() []string {
 	return ids
 }
 
+// kvReplayWanted is the core's request for missed kv-events (see
+// kvReplays); before the subscriptions exist nothing can answer it.
+func (s *Server) kvReplayWanted(w events.KVReplayWanted) {
+	if r := s.kvReplay.Load(); r != nil {
+		r.wanted(w)
+		return
+	}
+	go s.core.KVReplayEnd(w.Namespace, w.PublisherID, "no replays yet", time.Now())
+}
+
 func loadPolicy(cfg *config.Config, bus eventplane.Bus) (eventplane.Policy, error) {
 	allow, err := eventplane.ParseAllow(cfg.Dynamo.Load.DirectAllowCIDRs)
 	if err != nil {
@@ -550,6 +571,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 			// load store and the KV index are untouched, and restarted
 			// kv-events subscriptions keep their ranks' cursors.
 			s.log.Info("event-plane subscriptions restarting under the new dial policy", "transport", policy.Transport)
+			if r := s.kvReplay.Load(); r != nil {
+				r.setDialer(policy.Dialer)
+			}
 			var wg sync.WaitGroup
 			for _, sup := range []*eventplane.Supervisor{s.loadSubs, s.kvSubs} {
 				wg.Add(1)
@@ -633,6 +657,9 @@ func (s *Server) Close() {
 			s.stopFollow()
 			<-s.followDone
 			<-s.tickDone
+			if r := s.kvReplay.Load(); r != nil {
+				r.close()
+			}
 			s.loadSubs.Stop()
 			s.kvSubs.Stop()
 		}

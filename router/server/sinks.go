@@ -31,6 +31,10 @@ func (s kvSink) Subscribed(namespace string, publisherID uint64, at time.Time) {
 	s.c.KVSubscribed(namespace, publisherID, at)
 }
 
+func (s kvSink) SubscribedReplay(namespace string, publisherID uint64, replay bool, at time.Time) {
+	s.c.KVSubscribedReplay(namespace, publisherID, replay, at)
+}
+
 func (s kvSink) Connected(namespace string, publisherID uint64, at time.Time) {
 	s.c.KVConnected(namespace, publisherID, at)
 }
@@ -49,5 +53,5 @@ func (s kvSink) Deliver(namespace string, publisherID uint64, frames [][]byte, a
 
 var (
 	_ eventplane.Sink        = loadSink{}
-	_ eventplane.SessionSink = kvSink{}
+	_ eventplane.ReplaySessionSink = kvSink{}
 )
