@@ -52,6 +52,6 @@ func (s kvSink) Deliver(namespace string, publisherID uint64, frames [][]byte, a
 }
 
 var (
-	_ eventplane.Sink        = loadSink{}
+	_ eventplane.Sink              = loadSink{}
 	_ eventplane.ReplaySessionSink = kvSink{}
 )
