@@ -118,12 +118,12 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 	if len(e.running) != 0 || len(e.waiting) != 0 {
 		t.Fatal("requests left behind")
 	}
-	for _, b := range e.pool.cache {
-		if b.refs != 0 {
+	for _, i := range e.pool.cache {
+		if b := e.pool.slab[i]; b.refs != 0 {
 			t.Fatalf("block %d still has %d refs", b.hash, b.refs)
 		}
 	}
-	if e.pool.free+len(e.pool.cache) != sc.cfg.TotalKVBlocks || e.pool.lru.Len() != len(e.pool.cache) {
+	if e.pool.free+len(e.pool.cache) != sc.cfg.TotalKVBlocks || e.pool.lruLen != len(e.pool.cache) || lruWalk(e.pool) != len(e.pool.cache) {
 		t.Fatalf("free %d + cached %d != %d", e.pool.free, len(e.pool.cache), sc.cfg.TotalKVBlocks)
 	}
 	if used, dec, pre := e.Load(); used != 0 || dec != 0 || pre != 0 {
@@ -161,7 +161,7 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 		t.Fatalf("replayed %d blocks, engine caches %d", len(set), len(e.pool.cache))
 	}
 	for h := range set {
-		if e.pool.cache[h] == nil {
+		if e.pool.lookup(h) == 0 {
 			t.Fatalf("replayed block %d not cached", h)
 		}
 	}
@@ -201,4 +201,17 @@ func TestPropertyPrefixHitAccounting(t *testing.T) {
 			t.Fatalf("prefilled %d, want %d", p, len(b)-hit)
 		}
 	})
+}
+
+// lruWalk counts the pool's LRU list by following its links both ways,
+// failing on a list whose directions disagree.
+func lruWalk(p *pool) int {
+	n := 0
+	for i := p.slab[0].next; i != 0; i = p.slab[i].next {
+		if p.slab[p.slab[i].next].prev != i || p.slab[i].refs != 0 {
+			return -1
+		}
+		n++
+	}
+	return n
 }
