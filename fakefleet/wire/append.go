@@ -118,6 +118,28 @@ func AppendRouterEvent(b []byte, ev *RouterEvent) []byte {
 	return appendUint(appendStr(b, "dp_rank"), uint64(ev.Event.DPRank))
 }
 
+// AppendActiveLoad appends a as Marshal(a, false) would.
+func AppendActiveLoad(b []byte, a *ActiveLoad) []byte {
+	opt := func(b []byte, v *uint64) []byte {
+		if v == nil {
+			return append(b, msgpackNil)
+		}
+		return appendUint(b, *v)
+	}
+	b = appendMapHeader(b, 6)
+	b = appendUint(appendStr(b, "worker_id"), a.WorkerID)
+	b = appendUint(appendStr(b, "dp_rank"), uint64(a.DPRank))
+	b = opt(appendStr(b, "active_decode_blocks"), a.ActiveDecodeBlocks)
+	b = opt(appendStr(b, "active_prefill_tokens"), a.ActivePrefillTokens)
+	b = appendStr(b, "scheduler_load_scope")
+	if a.SchedulerLoadScope == nil {
+		b = append(b, msgpackNil)
+	} else {
+		b = appendStr(b, *a.SchedulerLoadScope)
+	}
+	return opt(appendStr(b, "kv_used_blocks"), a.KVUsedBlocks)
+}
+
 // AppendEnvelope appends the envelope Message builds around payload.
 func AppendEnvelope(b []byte, topic string, publisherID, seq uint64, payload []byte, at time.Time) []byte {
 	b = appendMapHeader(b, 5)
