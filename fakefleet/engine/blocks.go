@@ -25,21 +25,21 @@ type pool struct {
 	// slab holds the cached blocks; slot 0 is the LRU list's sentinel
 	// (its next is the least recently released block, its prev the most).
 	slab   []cachedBlock
-	vacant []int32          // slab slots to reuse
-	cache  map[uint64]int32 // block hash to slab slot
-	lruLen int              // blocks with refs == 0
+	vacant []int32    // slab slots to reuse
+	cache  blockIndex // block hash to slab slot
+	lruLen int        // blocks with refs == 0
 	emit   func(KVEvent)
 }
 
 func newPool(total int, emit func(KVEvent)) *pool {
-	return &pool{total: total, free: total, slab: make([]cachedBlock, 1, 64), cache: map[uint64]int32{}, emit: emit}
+	return &pool{total: total, free: total, slab: make([]cachedBlock, 1, 64), emit: emit}
 }
 
 // available is how many blocks a take could obtain, evicting as needed.
 func (p *pool) available() int { return p.free + p.lruLen }
 
 // lookup returns the slot of the cached block with this hash, or 0.
-func (p *pool) lookup(hash uint64) int32 { return p.cache[hash] }
+func (p *pool) lookup(hash uint64) int32 { return p.cache.get(hash) }
 
 // take reserves n blocks, evicting least recently released cached blocks
 // first if the free list is short; evictions are reported as one Removed
@@ -58,17 +58,23 @@ func (p *pool) take(n int) bool {
 	// The event keeps its slice: hosts may hold events past the next step.
 	removed := make([]uint64, 0, n-p.free)
 	for p.free < n {
-		i := p.slab[0].next
-		p.unlink(i)
-		b := &p.slab[i]
-		delete(p.cache, b.hash)
-		removed = append(removed, b.hash)
-		p.vacant = append(p.vacant, i)
-		p.free++
+		removed = append(removed, p.evictOldest())
 	}
 	p.emit(KVEvent{Kind: Removed, Removed: removed})
 	p.free -= n
 	return true
+}
+
+// evictOldest uncaches the least recently released block, frees it and
+// returns its hash. The LRU list must not be empty.
+func (p *pool) evictOldest() uint64 {
+	i := p.slab[0].next
+	p.unlink(i)
+	h := p.slab[i].hash
+	p.cache.del(h)
+	p.vacant = append(p.vacant, i)
+	p.free++
+	return h
 }
 
 // ref pins a cached block, pulling it out of the eviction order.
@@ -115,7 +121,7 @@ func (p *pool) insert(hash, tokensHash uint64) int32 {
 		i = int32(len(p.slab))
 		p.slab = append(p.slab, b)
 	}
-	p.cache[hash] = i
+	p.cache.put(hash, i)
 	return i
 }
 

@@ -118,13 +118,14 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 	if len(e.running) != 0 || len(e.waiting) != 0 {
 		t.Fatal("requests left behind")
 	}
-	for _, i := range e.pool.cache {
-		if b := e.pool.slab[i]; b.refs != 0 {
-			t.Fatalf("block %d still has %d refs", b.hash, b.refs)
+	e.pool.cache.each(func(h uint64, i int32) {
+		if b := e.pool.slab[i]; b.refs != 0 || b.hash != h {
+			t.Fatalf("block %d (indexed as %d) still has %d refs", b.hash, h, b.refs)
 		}
-	}
-	if e.pool.free+len(e.pool.cache) != sc.cfg.TotalKVBlocks || e.pool.lruLen != len(e.pool.cache) || lruWalk(e.pool) != len(e.pool.cache) {
-		t.Fatalf("free %d + cached %d != %d", e.pool.free, len(e.pool.cache), sc.cfg.TotalKVBlocks)
+	})
+	cached := e.pool.cache.len()
+	if e.pool.free+cached != sc.cfg.TotalKVBlocks || e.pool.lruLen != cached || lruWalk(e.pool) != cached {
+		t.Fatalf("free %d + cached %d != %d", e.pool.free, cached, sc.cfg.TotalKVBlocks)
 	}
 	if used, dec, pre := e.Load(); used != 0 || dec != 0 || pre != 0 {
 		t.Fatalf("idle load %d %d %d", used, dec, pre)
@@ -157,8 +158,8 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 			t.Fatalf("unexpected %v", ev.Kind)
 		}
 	}
-	if len(set) != len(e.pool.cache) {
-		t.Fatalf("replayed %d blocks, engine caches %d", len(set), len(e.pool.cache))
+	if len(set) != e.pool.cache.len() {
+		t.Fatalf("replayed %d blocks, engine caches %d", len(set), e.pool.cache.len())
 	}
 	for h := range set {
 		if e.pool.lookup(h) == 0 {
