@@ -1,6 +1,9 @@
 package workload
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"slices"
+)
 
 // VocabSize bounds every synthesized token id to [0, VocabSize), so prompts are valid for any
 // tokenizer at least this large and never collide with ids reserved at the top of a vocabulary.
@@ -39,8 +42,9 @@ func token(x uint64) uint32 { return uint32(((x >> 32) * VocabSize) >> 32) }
 func appendBlock(dst []uint32, h uint64, n int) []uint32 {
 	s := splitmix(h ^ domainBlock)
 	s = splitmix(s.next()) // scramble first so neighbouring ids do not start from neighbouring states
-	for range n {
-		dst = append(dst, token(s.next()))
+	dst, out := grow(dst, n)
+	for i := range out {
+		out[i] = token(s.next())
 	}
 	return dst
 }
@@ -58,10 +62,23 @@ func appendOutput(dst []uint32, key, turn uint64, n int) []uint32 {
 	s := splitmix(key ^ domainOutput)
 	s = splitmix(s.next() ^ turn)
 	s = splitmix(s.next())
-	for range n {
-		dst = append(dst, token(s.next()))
+	dst, out := grow(dst, n)
+	for i := range out {
+		out[i] = token(s.next())
 	}
 	return dst
+}
+
+// grow extends dst by n tokens and returns it with the new part, to be
+// filled by index: a prompt's tens of thousands of tokens are written
+// without a capacity check each.
+func grow(dst []uint32, n int) ([]uint32, []uint32) {
+	if n <= 0 {
+		return dst, nil
+	}
+	dst = slices.Grow(dst, n)
+	dst = dst[:len(dst)+n]
+	return dst, dst[len(dst)-n:]
 }
 
 // appendRandom appends n token ids drawn from the generator's own stream.
