@@ -28,10 +28,24 @@ type splitmix uint64
 
 func (s *splitmix) next() uint64 {
 	*s += splitmixGamma
-	z := uint64(*s)
+	return splitmixMix(uint64(*s))
+}
+
+// splitmixMix is SplitMix64's output function.
+func splitmixMix(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58_476d_1ce4_e5b9
 	z = (z ^ (z >> 27)) * 0x94d0_49bb_1331_11eb
 	return z ^ (z >> 31)
+}
+
+// fillTokens fills out with the tokens of the stream that follows state s,
+// as len(out) calls of s.next would, keeping the state in a register.
+func fillTokens(out []uint32, s splitmix) {
+	x := uint64(s)
+	for i := range out {
+		x += splitmixGamma
+		out[i] = token(splitmixMix(x))
+	}
 }
 
 // token maps 64 random bits onto [0, VocabSize) by multiply-shift, avoiding a division.
@@ -43,9 +57,7 @@ func appendBlock(dst []uint32, h uint64, n int) []uint32 {
 	s := splitmix(h ^ domainBlock)
 	s = splitmix(s.next()) // scramble first so neighbouring ids do not start from neighbouring states
 	dst, out := grow(dst, n)
-	for i := range out {
-		out[i] = token(s.next())
-	}
+	fillTokens(out, s)
 	return dst
 }
 
@@ -63,9 +75,7 @@ func appendOutput(dst []uint32, key, turn uint64, n int) []uint32 {
 	s = splitmix(s.next() ^ turn)
 	s = splitmix(s.next())
 	dst, out := grow(dst, n)
-	for i := range out {
-		out[i] = token(s.next())
-	}
+	fillTokens(out, s)
 	return dst
 }
 
