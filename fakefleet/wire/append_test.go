@@ -145,3 +145,30 @@ func TestLoadMessageAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per load message, want 3", n)
 	}
 }
+
+// A kv-events message is four allocations whatever its size: the buffers
+// are sized for the widest integers up front and never regrow.
+func TestKVEventsMessageAllocations(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	max64, sp := ^uint64(0), ^uint32(0)
+	for _, n := range []int{0, 1, 7, 300} {
+		blocks := make([]StoredBlock, n)
+		for i := range blocks {
+			blocks[i] = StoredBlock{BlockHash: max64, TokensHash: max64}
+		}
+		ev := RouterEvent{WorkerID: max64, StorageTier: "device", Event: KvCacheEvent{EventID: max64, DPRank: sp,
+			Data: KvEventData{Stored: &KvStoreData{ParentHash: &max64, StartPosition: &sp, Blocks: blocks}}}}
+		if a := testing.AllocsPerRun(20, func() { KVEventsMessageFast(max64, max64, &ev, at) }); a != 4 {
+			t.Errorf("%d blocks: %v allocations, want 4", n, a)
+		}
+		hashes := make([]uint64, n)
+		for i := range hashes {
+			hashes[i] = max64
+		}
+		rm := RouterEvent{WorkerID: max64, StorageTier: "device", Event: KvCacheEvent{EventID: max64, DPRank: sp,
+			Data: KvEventData{Removed: &KvRemoveData{BlockHashes: hashes}}}}
+		if a := testing.AllocsPerRun(20, func() { KVEventsMessageFast(max64, max64, &rm, at) }); a != 4 {
+			t.Errorf("%d removed: %v allocations, want 4", n, a)
+		}
+	}
+}

@@ -75,7 +75,7 @@ func LoadMessage(publisherID, seq uint64, a ActiveLoad, at time.Time) [][]byte {
 	const topic = "kv_metrics"
 	var scratch [160]byte
 	payload := AppendActiveLoad(scratch[:0], &a)
-	env := AppendEnvelope(make([]byte, 5, 5+112+len(payload)), topic, publisherID, seq, payload, at)
+	env := AppendEnvelope(make([]byte, 5, 5+envelopeMax+len(payload)), topic, publisherID, seq, payload, at)
 	env[0] = 1
 	binary.BigEndian.PutUint32(env[1:5], uint32(len(env)-5))
 	head := make([]byte, 0, len(topic)+16)
