@@ -1,108 +1,102 @@
 package engine
 
 // blockIndex maps cached block hashes to pool slots: open addressing with
-// linear probing and backward-shift deletion. The pool inserts and
-// evicts blocks all run long, and Go's map keeps the tombstones of those
-// deletions in its probe sequences, which made its lookups the engine's
-// largest cost; shifting entries back on delete keeps probes short.
+// linear probing and backward-shift deletion. The pool inserts and evicts
+// blocks all run long; Go's map kept the tombstones of those deletions in
+// its probe sequences, which made its lookups the engine's largest cost,
+// while shifting entries back on delete keeps probes short.
 //
-// Block hashes are xxh3 outputs, so a multiplicative spread of them
-// suffices. Keys chosen to collide only slow the probes down (never past
-// the table's size); this is a model of an engine, not a server.
+// An entry is 8 bytes, the upper half of the block's hash (its tag) over
+// its slot, so eight share a cache line and the table of a full 16 Ki-block
+// pool fits in 256 KiB; a lookup confirms a tag match against the slab's
+// full hash. The home slot is a multiplicative spread of the tag, so moving
+// entries never reads the slab. Block hashes are xxh3 outputs; keys chosen
+// to collide only slow the probes (never past the table's size), and this
+// is a model of an engine, not a server.
 type blockIndex struct {
-	entries []indexEntry // len is a power of two, or 0 before the first insert
-	shift   uint         // 64 - log2(len(entries))
+	entries []uint64 // tag<<32 | slot; 0 is empty (slot 0 is the pool's sentinel)
+	shift   uint     // 32 - log2(len(entries))
 	n       int
 }
 
-// indexEntry is one slot; slot 0 (the pool's sentinel) marks it empty.
-type indexEntry struct {
-	hash uint64
-	slot int32
-}
+func tagOf(hash uint64) uint32 { return uint32(hash >> 32) }
 
-func (x *blockIndex) home(hash uint64) int {
-	return int((hash * 0x9e3779b97f4a7c15) >> x.shift)
-}
+func (x *blockIndex) home(tag uint32) int { return int((tag * 0x9e3779b1) >> x.shift) }
 
-// get returns the slot stored for hash, or 0.
-func (x *blockIndex) get(hash uint64) int32 {
+// get returns the slot of the block with this hash in slab, or 0.
+func (x *blockIndex) get(hash uint64, slab []cachedBlock) int32 {
 	if x.n == 0 {
 		return 0
 	}
-	mask := len(x.entries) - 1
-	for i := x.home(hash); ; i = (i + 1) & mask {
-		e := &x.entries[i]
-		if e.slot == 0 || e.hash == hash {
-			return e.slot
+	tag, mask := tagOf(hash), len(x.entries)-1
+	for i := x.home(tag); ; i = (i + 1) & mask {
+		e := x.entries[i]
+		if e == 0 {
+			return 0
+		}
+		if uint32(e>>32) == tag {
+			if s := int32(uint32(e)); slab[s].hash == hash {
+				return s
+			}
 		}
 	}
 }
 
-// put stores slot (non-zero) for hash, replacing any earlier one.
+// put stores slot (non-zero) for a hash not in the index.
 func (x *blockIndex) put(hash uint64, slot int32) {
-	if 2*(x.n+1) > len(x.entries) { // at most half full keeps probes short
+	if 4*(x.n+1) > 3*len(x.entries) { // at most three quarters full
 		x.grow()
 	}
-	mask := len(x.entries) - 1
-	for i := x.home(hash); ; i = (i + 1) & mask {
-		e := &x.entries[i]
-		if e.slot == 0 {
-			*e = indexEntry{hash, slot}
-			x.n++
-			return
-		}
-		if e.hash == hash {
-			e.slot = slot
-			return
-		}
+	tag, mask := tagOf(hash), len(x.entries)-1
+	i := x.home(tag)
+	for x.entries[i] != 0 {
+		i = (i + 1) & mask
 	}
+	x.entries[i] = uint64(tag)<<32 | uint64(uint32(slot))
+	x.n++
 }
 
-// del removes hash, shifting later entries of its probe run back so no
-// lookup needs a tombstone to walk over.
-func (x *blockIndex) del(hash uint64) {
+// del removes the entry of slot, whose block has this hash, shifting later
+// entries of its probe run back so no lookup walks over a tombstone.
+func (x *blockIndex) del(hash uint64, slot int32) {
 	if x.n == 0 {
 		return
 	}
-	mask := len(x.entries) - 1
-	i := x.home(hash)
-	for ; ; i = (i + 1) & mask {
-		e := &x.entries[i]
-		if e.slot == 0 {
+	tag, mask := tagOf(hash), len(x.entries)-1
+	want := uint64(tag)<<32 | uint64(uint32(slot))
+	i := x.home(tag)
+	for ; x.entries[i] != want; i = (i + 1) & mask {
+		if x.entries[i] == 0 {
 			return // absent
-		}
-		if e.hash == hash {
-			break
 		}
 	}
 	x.n--
 	for j := i; ; {
 		j = (j + 1) & mask
 		e := x.entries[j]
-		if e.slot == 0 {
+		if e == 0 {
 			break
 		}
 		// e stays where it is when its home lies cyclically in (i, j]:
 		// moving it to i would put it before its home.
-		k := x.home(e.hash)
+		k := x.home(uint32(e >> 32))
 		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
 			continue
 		}
 		x.entries[i] = e
 		i = j
 	}
-	x.entries[i] = indexEntry{}
+	x.entries[i] = 0
 }
 
-// len is how many hashes are stored.
+// len is how many blocks are indexed.
 func (x *blockIndex) len() int { return x.n }
 
-// each calls f for every stored hash and slot, in table order (tests).
-func (x *blockIndex) each(f func(hash uint64, slot int32)) {
+// each calls f for every indexed slot, in table order (tests).
+func (x *blockIndex) each(f func(slot int32)) {
 	for _, e := range x.entries {
-		if e.slot != 0 {
-			f(e.hash, e.slot)
+		if e != 0 {
+			f(int32(uint32(e)))
 		}
 	}
 }
@@ -110,15 +104,19 @@ func (x *blockIndex) each(f func(hash uint64, slot int32)) {
 func (x *blockIndex) grow() {
 	old := x.entries
 	size := max(64, 2*len(old))
-	x.entries = make([]indexEntry, size)
-	x.shift = 64
+	x.entries = make([]uint64, size)
+	x.shift = 32
 	for s := size; s > 1; s >>= 1 {
 		x.shift--
 	}
-	x.n = 0
+	mask := size - 1
 	for _, e := range old {
-		if e.slot != 0 {
-			x.put(e.hash, e.slot)
+		if e != 0 {
+			i := x.home(uint32(e >> 32))
+			for x.entries[i] != 0 {
+				i = (i + 1) & mask
+			}
+			x.entries[i] = e
 		}
 	}
 }

@@ -39,7 +39,7 @@ func newPool(total int, emit func(KVEvent)) *pool {
 func (p *pool) available() int { return p.free + p.lruLen }
 
 // lookup returns the slot of the cached block with this hash, or 0.
-func (p *pool) lookup(hash uint64) int32 { return p.cache.get(hash) }
+func (p *pool) lookup(hash uint64) int32 { return p.cache.get(hash, p.slab) }
 
 // take reserves n blocks, evicting least recently released cached blocks
 // first if the free list is short; evictions are reported as one Removed
@@ -71,7 +71,7 @@ func (p *pool) evictOldest() uint64 {
 	i := p.slab[0].next
 	p.unlink(i)
 	h := p.slab[i].hash
-	p.cache.del(h)
+	p.cache.del(h, i)
 	p.vacant = append(p.vacant, i)
 	p.free++
 	return h

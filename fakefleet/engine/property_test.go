@@ -118,9 +118,9 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 	if len(e.running) != 0 || len(e.waiting) != 0 {
 		t.Fatal("requests left behind")
 	}
-	e.pool.cache.each(func(h uint64, i int32) {
-		if b := e.pool.slab[i]; b.refs != 0 || b.hash != h {
-			t.Fatalf("block %d (indexed as %d) still has %d refs", b.hash, h, b.refs)
+	e.pool.cache.each(func(i int32) {
+		if b := e.pool.slab[i]; b.refs != 0 || e.pool.lookup(b.hash) != i {
+			t.Fatalf("block %d (slot %d) still has %d refs or is indexed elsewhere", b.hash, i, b.refs)
 		}
 	})
 	cached := e.pool.cache.len()
