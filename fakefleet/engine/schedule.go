@@ -158,6 +158,10 @@ func (e *Engine) grow(s *seq, n int) bool {
 // cached meanwhile is shared instead, returning ours to the free pool.
 func (e *Engine) store(s *seq, upto int) {
 	bs := e.cfg.BlockSize
+	last := min(len(s.hashes), upto/bs) // blocks complete at upto
+	if len(s.cached) >= last {
+		return // a decode step or a chunk inside a block: most calls
+	}
 	var run []StoredBlock
 	var parent *uint64
 	flush := func() {
@@ -166,10 +170,9 @@ func (e *Engine) store(s *seq, upto int) {
 			run = nil
 		}
 	}
-	if cap(s.cached) == 0 && len(s.hashes) > 0 && bs <= upto {
+	if cap(s.cached) == 0 {
 		s.cached = make([]int32, 0, len(s.hashes))
 	}
-	last := min(len(s.hashes), upto/bs) // blocks complete at upto
 	for i := len(s.cached); i < last; i++ {
 		h := s.hashes[i]
 		s.private--
