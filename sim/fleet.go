@@ -111,6 +111,8 @@ type rank struct {
 
 	last         publish.Load
 	flushPending bool
+
+	outs []engine.Output // step's output buffer, reused
 }
 
 // job is a request's hop on one rank.
@@ -251,7 +253,10 @@ func (rk *rank) onTimer(now time.Time) {
 
 // step advances the engine to now and hands its outputs to the requests.
 func (rk *rank) step(now time.Time) {
-	outs := rk.eng.Advance(rk.w.engineNow(now))
+	// Taken while in use, so a step nested in an output's handling
+	// would get a buffer of its own.
+	outs := rk.eng.AdvanceAppend(rk.outs[:0], rk.w.engineNow(now))
+	rk.outs = nil
 	for _, o := range outs {
 		j := rk.jobs[o.RequestID]
 		if j == nil {
@@ -262,6 +267,7 @@ func (rk *rank) step(now time.Time) {
 		}
 		j.req.output(rk, j, o, now)
 	}
+	rk.outs = outs[:0]
 	rk.publishKV(now)
 	rk.changed(now)
 	rk.reschedule()

@@ -25,6 +25,11 @@ func newRootCmd() *cobra.Command {
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if _, set := os.LookupEnv("GOGC"); !set {
+				debug.SetGCPercent(gcPercentFor(cmd))
+			}
+		},
 	}
 	for _, f := range subcommands {
 		root.AddCommand(f())
@@ -38,10 +43,28 @@ func newRootCmd() *cobra.Command {
 // measured about 30% more requests/s at 400). GOGC, when set, wins.
 const defaultGCPercent = 400
 
-func main() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(defaultGCPercent)
+// offlineGCPercent is for the commands that simulate or replay. Their live
+// heap is large (block pools, the router's index, per-request results) but
+// almost free of pointers, so Go's default costs them no measurable CPU,
+// while 400 multiplied their peak memory by 2.5, once for every
+// simulation running at the same time (docs/benchmarks.md).
+const offlineGCPercent = 100
+
+// offlineCommands are the top-level commands that run simulations.
+var offlineCommands = map[string]bool{"sim": true, "bench": true, "tune": true, "replay": true, "engine": true, "scenario": true}
+
+// gcPercentFor is the GC percent for cmd (a command at any depth).
+func gcPercentFor(cmd *cobra.Command) int {
+	for cmd.HasParent() && cmd.Parent().HasParent() {
+		cmd = cmd.Parent()
 	}
+	if offlineCommands[cmd.Name()] {
+		return offlineGCPercent
+	}
+	return defaultGCPercent
+}
+
+func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(exitCode(err))

@@ -100,6 +100,10 @@ type Stats struct {
 	Steps         uint64
 }
 
+// maxKVBlocks bounds Config.TotalKVBlocks: the pool addresses its cached
+// blocks with int32 slots.
+const maxKVBlocks = 1<<31 - 2
+
 // Engine is one rank. It is not safe for concurrent use; its host
 // serialises calls.
 type Engine struct {
@@ -130,6 +134,7 @@ func New(cfg Config) *Engine {
 	if cfg.TotalKVBlocks <= 0 {
 		cfg.TotalKVBlocks = 16384
 	}
+	cfg.TotalKVBlocks = min(cfg.TotalKVBlocks, maxKVBlocks)
 	if cfg.MaxNumBatchedTokens <= 0 {
 		cfg.MaxNumBatchedTokens = 8192
 	}
@@ -185,8 +190,18 @@ func (e *Engine) NextEvent() (time.Time, bool) {
 // following step at the previous one's end (not at now), so outputs do not
 // depend on how late the host calls.
 func (e *Engine) Advance(now time.Time) []Output {
-	out := e.queued
-	e.queued = nil
+	out := e.AdvanceAppend(nil, now)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// AdvanceAppend is Advance appending the outputs to dst, so a host that
+// steps often can reuse one buffer instead of allocating every step.
+func (e *Engine) AdvanceAppend(dst []Output, now time.Time) []Output {
+	out := append(dst, e.queued...)
+	e.queued = e.queued[:0]
 	for (e.busy || e.pending) && !e.nextAt.After(now) {
 		if e.busy {
 			out = e.complete(out)

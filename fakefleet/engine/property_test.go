@@ -118,13 +118,14 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 	if len(e.running) != 0 || len(e.waiting) != 0 {
 		t.Fatal("requests left behind")
 	}
-	for _, b := range e.pool.cache {
-		if b.refs != 0 {
-			t.Fatalf("block %d still has %d refs", b.hash, b.refs)
+	e.pool.cache.each(func(i int32) {
+		if b := e.pool.slab[i]; b.refs != 0 || e.pool.lookup(b.hash) != i {
+			t.Fatalf("block %d (slot %d) still has %d refs or is indexed elsewhere", b.hash, i, b.refs)
 		}
-	}
-	if e.pool.free+len(e.pool.cache) != sc.cfg.TotalKVBlocks || e.pool.lru.Len() != len(e.pool.cache) {
-		t.Fatalf("free %d + cached %d != %d", e.pool.free, len(e.pool.cache), sc.cfg.TotalKVBlocks)
+	})
+	cached := e.pool.cache.len()
+	if e.pool.free+cached != sc.cfg.TotalKVBlocks || e.pool.lruLen != cached || lruWalk(e.pool) != cached {
+		t.Fatalf("free %d + cached %d != %d", e.pool.free, cached, sc.cfg.TotalKVBlocks)
 	}
 	if used, dec, pre := e.Load(); used != 0 || dec != 0 || pre != 0 {
 		t.Fatalf("idle load %d %d %d", used, dec, pre)
@@ -157,11 +158,11 @@ func checkRun(t *rapid.T, sc scenario) (preemptions uint64) {
 			t.Fatalf("unexpected %v", ev.Kind)
 		}
 	}
-	if len(set) != len(e.pool.cache) {
-		t.Fatalf("replayed %d blocks, engine caches %d", len(set), len(e.pool.cache))
+	if len(set) != e.pool.cache.len() {
+		t.Fatalf("replayed %d blocks, engine caches %d", len(set), e.pool.cache.len())
 	}
 	for h := range set {
-		if e.pool.cache[h] == nil {
+		if e.pool.lookup(h) == 0 {
 			t.Fatalf("replayed block %d not cached", h)
 		}
 	}
@@ -201,4 +202,17 @@ func TestPropertyPrefixHitAccounting(t *testing.T) {
 			t.Fatalf("prefilled %d, want %d", p, len(b)-hit)
 		}
 	})
+}
+
+// lruWalk counts the pool's LRU list by following its links both ways,
+// failing on a list whose directions disagree.
+func lruWalk(p *pool) int {
+	n := 0
+	for i := p.slab[0].next; i != 0; i = p.slab[i].next {
+		if p.slab[p.slab[i].next].prev != i || p.slab[i].refs != 0 {
+			return -1
+		}
+		n++
+	}
+	return n
 }

@@ -30,7 +30,8 @@ func (e *Engine) complete(out []Output) []Output {
 		}
 		out = append(out, o)
 	}
-	e.batch = nil
+	clear(e.batch) // drop the finished requests with the slice's backing array
+	e.batch = e.batch[:0]
 	return out
 }
 
@@ -95,18 +96,23 @@ func (e *Engine) plan(out []Output) []Output {
 // logits for its first token.
 func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	bs := e.cfg.BlockSize
-	var hits []*cachedBlock
+	// s holds no blocks while waiting, so its cached slice is free to
+	// reuse; it grows to the prompt's block count at most.
+	hits := s.cached[:0]
 	inLRU := 0
 	for i, h := range s.hashes {
 		if e.cfg.DisablePrefixCaching {
 			break
 		}
-		b := e.pool.cache[h]
-		if b == nil || (i+1)*bs >= s.target() {
+		b := e.pool.lookup(h)
+		if b == 0 || (i+1)*bs >= s.target() {
 			break
 		}
+		if hits == nil {
+			hits = make([]int32, 0, len(s.hashes))
+		}
 		hits = append(hits, b)
-		if b.refs == 0 {
+		if e.pool.slab[b].refs == 0 {
 			inLRU++
 		}
 	}
@@ -152,6 +158,10 @@ func (e *Engine) grow(s *seq, n int) bool {
 // cached meanwhile is shared instead, returning ours to the free pool.
 func (e *Engine) store(s *seq, upto int) {
 	bs := e.cfg.BlockSize
+	last := min(len(s.hashes), upto/bs) // blocks complete at upto
+	if len(s.cached) >= last {
+		return // a decode step or a chunk inside a block: most calls
+	}
 	var run []StoredBlock
 	var parent *uint64
 	flush := func() {
@@ -160,21 +170,26 @@ func (e *Engine) store(s *seq, upto int) {
 			run = nil
 		}
 	}
-	for i := len(s.cached); i < len(s.hashes) && (i+1)*bs <= upto; i++ {
+	if cap(s.cached) == 0 {
+		s.cached = make([]int32, 0, len(s.hashes))
+	}
+	for i := len(s.cached); i < last; i++ {
 		h := s.hashes[i]
 		s.private--
-		if b := e.pool.cache[h]; b != nil {
+		if b := e.pool.lookup(h); b != 0 {
 			flush()
 			e.pool.ref(b)
 			e.pool.free++
 			s.cached = append(s.cached, b)
 			continue
 		}
-		if run == nil && i > 0 {
-			p := s.hashes[i-1]
-			parent = &p
-		} else if run == nil {
+		if run == nil {
 			parent = nil
+			if i > 0 {
+				p := s.hashes[i-1]
+				parent = &p
+			}
+			run = make([]StoredBlock, 0, last-i)
 		}
 		s.cached = append(s.cached, e.pool.insert(h, s.tokens[i]))
 		run = append(run, StoredBlock{BlockHash: h, TokensHash: s.tokens[i]})
@@ -189,7 +204,7 @@ func (e *Engine) release(s *seq) {
 		e.pool.unref(s.cached[i])
 	}
 	e.pool.free += s.private
-	s.cached, s.private = nil, 0
+	s.cached, s.private = s.cached[:0], 0
 }
 
 // preempt drops s's KV and puts it at the front of the waiting queue; it

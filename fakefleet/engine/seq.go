@@ -18,9 +18,9 @@ type seq struct {
 	// values for them), so their blocks stay private.
 	tokens, hashes []uint64
 
-	cached  []*cachedBlock // prompt prefix blocks 0..len-1, pinned
-	private int            // other blocks held
-	hit     int            // prompt tokens the last admission found cached
+	cached  []int32 // pool slots of prompt prefix blocks 0..len-1, pinned
+	private int     // other blocks held
+	hit     int     // prompt tokens the last admission found cached
 	// imported tokens still to take on admission; a preempted request
 	// lost them and recomputes.
 	imported int

@@ -118,6 +118,32 @@ func AppendRouterEvent(b []byte, ev *RouterEvent) []byte {
 	return appendUint(appendStr(b, "dp_rank"), uint64(ev.Event.DPRank))
 }
 
+// AppendActiveLoad appends a as Marshal(a, false) would.
+func AppendActiveLoad(b []byte, a *ActiveLoad) []byte {
+	opt := func(b []byte, v *uint64) []byte {
+		if v == nil {
+			return append(b, msgpackNil)
+		}
+		return appendUint(b, *v)
+	}
+	b = appendMapHeader(b, 6)
+	b = appendUint(appendStr(b, "worker_id"), a.WorkerID)
+	b = appendUint(appendStr(b, "dp_rank"), uint64(a.DPRank))
+	b = opt(appendStr(b, "active_decode_blocks"), a.ActiveDecodeBlocks)
+	b = opt(appendStr(b, "active_prefill_tokens"), a.ActivePrefillTokens)
+	b = appendStr(b, "scheduler_load_scope")
+	if a.SchedulerLoadScope == nil {
+		b = append(b, msgpackNil)
+	} else {
+		b = appendStr(b, *a.SchedulerLoadScope)
+	}
+	return opt(appendStr(b, "kv_used_blocks"), a.KVUsedBlocks)
+}
+
+// envelopeMax bounds AppendEnvelope's bytes besides the payload, for the
+// topics this package uses (at most 10 bytes).
+const envelopeMax = 104
+
 // AppendEnvelope appends the envelope Message builds around payload.
 func AppendEnvelope(b []byte, topic string, publisherID, seq uint64, payload []byte, at time.Time) []byte {
 	b = appendMapHeader(b, 5)
@@ -131,8 +157,10 @@ func AppendEnvelope(b []byte, topic string, publisherID, seq uint64, payload []b
 // KVEventsMessageFast is KVEventsMessage without reflection: the same
 // four frames, built in two allocations.
 func KVEventsMessageFast(publisherID, seq uint64, ev *RouterEvent, at time.Time) [][]byte {
-	payload := AppendRouterEvent(make([]byte, 0, 64+48*blockCount(ev)), ev)
-	env := AppendEnvelope(make([]byte, 5, 5+64+len(payload)), "kv-events", publisherID, seq, payload, at)
+	// Sized for the worst case (the event besides its blocks is at most 140 bytes and its tier, a stored block 57, the
+	// envelope's keys and integers at most 92) so neither buffer regrows.
+	payload := AppendRouterEvent(make([]byte, 0, 160+len(ev.StorageTier)+57*blockCount(ev)), ev)
+	env := AppendEnvelope(make([]byte, 5, 5+envelopeMax+len(payload)), "kv-events", publisherID, seq, payload, at)
 	env[0] = 1
 	binary.BigEndian.PutUint32(env[1:5], uint32(len(env)-5))
 	head := make([]byte, 0, len("kv-events")+16)

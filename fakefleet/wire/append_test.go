@@ -95,3 +95,80 @@ func BenchmarkKVEventsMessage(b *testing.B) {
 		}
 	})
 }
+
+func TestLoadMessageMatchesMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	at := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	opt := func() *uint64 {
+		switch rng.IntN(4) {
+		case 0:
+			return nil
+		case 1:
+			return U64(rng.Uint64N(128))
+		case 2:
+			return U64(rng.Uint64N(1 << 20))
+		}
+		return U64(rng.Uint64())
+	}
+	for i := 0; i < 500; i++ {
+		a := ActiveLoad{WorkerID: rng.Uint64() >> rng.IntN(64), DPRank: uint32(rng.Uint64N(1 << 32)),
+			ActiveDecodeBlocks: opt(), ActivePrefillTokens: opt(), KVUsedBlocks: opt()}
+		if rng.IntN(3) == 0 {
+			s := string(bytes.Repeat([]byte("x"), rng.IntN(300)))
+			a.SchedulerLoadScope = &s
+		}
+		want := Marshal(&a, false)
+		if got := AppendActiveLoad(nil, &a); !bytes.Equal(got, want) {
+			t.Fatalf("load %d (%+v):\n got %x\nwant %x", i, a, got, want)
+		}
+		pub, seq := rng.Uint64(), rng.Uint64N(1<<40)
+		slow := Message("kv_metrics", pub, seq, want, at)
+		fast := LoadMessage(pub, seq, a, at)
+		if len(slow) != len(fast) {
+			t.Fatalf("%d frames, want %d", len(fast), len(slow))
+		}
+		for f := range slow {
+			if !bytes.Equal(slow[f], fast[f]) {
+				t.Fatalf("load %d frame %d differs:\n got %x\nwant %x", i, f, fast[f], slow[f])
+			}
+		}
+	}
+}
+
+// TestLoadMessageAllocations pins the load publish at three allocations
+// (the frame list, its header block and the envelope), which the simulator makes
+// about 100,000 times per Mooncake run.
+func TestLoadMessageAllocations(t *testing.T) {
+	a := ActiveLoad{WorkerID: 7, DPRank: 1, ActiveDecodeBlocks: U64(300), ActivePrefillTokens: U64(9000), KVUsedBlocks: U64(4000)}
+	at := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	if n := testing.AllocsPerRun(100, func() { LoadMessage(1, 2, a, at) }); n > 3 {
+		t.Fatalf("%v allocations per load message, want 3", n)
+	}
+}
+
+// A kv-events message is four allocations whatever its size: the buffers
+// are sized for the widest integers up front and never regrow.
+func TestKVEventsMessageAllocations(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	max64, sp := ^uint64(0), ^uint32(0)
+	for _, n := range []int{0, 1, 7, 300} {
+		blocks := make([]StoredBlock, n)
+		for i := range blocks {
+			blocks[i] = StoredBlock{BlockHash: max64, TokensHash: max64}
+		}
+		ev := RouterEvent{WorkerID: max64, StorageTier: "device", Event: KvCacheEvent{EventID: max64, DPRank: sp,
+			Data: KvEventData{Stored: &KvStoreData{ParentHash: &max64, StartPosition: &sp, Blocks: blocks}}}}
+		if a := testing.AllocsPerRun(20, func() { KVEventsMessageFast(max64, max64, &ev, at) }); a != 4 {
+			t.Errorf("%d blocks: %v allocations, want 4", n, a)
+		}
+		hashes := make([]uint64, n)
+		for i := range hashes {
+			hashes[i] = max64
+		}
+		rm := RouterEvent{WorkerID: max64, StorageTier: "device", Event: KvCacheEvent{EventID: max64, DPRank: sp,
+			Data: KvEventData{Removed: &KvRemoveData{BlockHashes: hashes}}}}
+		if a := testing.AllocsPerRun(20, func() { KVEventsMessageFast(max64, max64, &rm, at) }); a != 4 {
+			t.Errorf("%d removed: %v allocations, want 4", n, a)
+		}
+	}
+}

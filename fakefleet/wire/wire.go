@@ -68,7 +68,19 @@ func Message(topic string, publisherID, seq uint64, payload []byte, at time.Time
 	return [][]byte{[]byte(topic), pid, sq, Frame(env)}
 }
 
-// LoadMessage is a kv_metrics message carrying one ActiveLoad.
+// LoadMessage is a kv_metrics message carrying one ActiveLoad: the bytes
+// Message("kv_metrics", publisherID, seq, Marshal(&a, false), at) builds,
+// without reflection, in three allocations.
 func LoadMessage(publisherID, seq uint64, a ActiveLoad, at time.Time) [][]byte {
-	return Message("kv_metrics", publisherID, seq, Marshal(&a, false), at)
+	const topic = "kv_metrics"
+	var scratch [160]byte
+	payload := AppendActiveLoad(scratch[:0], &a)
+	env := AppendEnvelope(make([]byte, 5, 5+envelopeMax+len(payload)), topic, publisherID, seq, payload, at)
+	env[0] = 1
+	binary.BigEndian.PutUint32(env[1:5], uint32(len(env)-5))
+	head := make([]byte, 0, len(topic)+16)
+	head = append(head, topic...)
+	head = binary.BigEndian.AppendUint64(head, publisherID)
+	head = binary.BigEndian.AppendUint64(head, seq)
+	return [][]byte{head[:len(topic)], head[len(topic) : len(topic)+8], head[len(topic)+8:], env}
 }

@@ -43,6 +43,9 @@ func BlockHashes(tokens []uint32, blockSize int, seed uint64) []uint64 {
 	if n == 0 {
 		return nil
 	}
+	if littleEndian {
+		return AppendBlockHashes(make([]uint64, 0, n), tokens, blockSize, seed)
+	}
 	out := make([]uint64, n)
 	// One scratch buffer reused for every block keeps this at two
 	// allocations regardless of prompt length.

@@ -141,7 +141,7 @@ type Collector struct {
 
 	loads []LoadSample
 
-	seen                 map[uint64]struct{} // the infinite cache of the bound: sequence hashes
+	seen                 hashSet // the infinite cache of the bound: sequence hashes
 	boundTokens, boundHi int64
 }
 
@@ -151,7 +151,6 @@ func NewCollector(slo SLO) *Collector {
 		slo:      slo,
 		statuses: make(map[string]int),
 		reasons:  make(map[string]int),
-		seen:     make(map[uint64]struct{}),
 	}
 }
 
@@ -205,7 +204,7 @@ func (c *Collector) AddPrompt(tokens []uint32, blockSize int) {
 	prefix := true
 	for _, h := range seq {
 		if prefix {
-			if _, ok := c.seen[h]; ok {
+			if c.seen.has(h) {
 				c.boundHi += int64(blockSize)
 				continue
 			}
@@ -213,7 +212,7 @@ func (c *Collector) AddPrompt(tokens []uint32, blockSize int) {
 			// of this prompt can be in the set: stop looking and just remember them.
 			prefix = false
 		}
-		c.seen[h] = struct{}{}
+		c.seen.add(h)
 	}
 }
 

@@ -1,6 +1,9 @@
 package workload
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"slices"
+)
 
 // VocabSize bounds every synthesized token id to [0, VocabSize), so prompts are valid for any
 // tokenizer at least this large and never collide with ids reserved at the top of a vocabulary.
@@ -25,10 +28,24 @@ type splitmix uint64
 
 func (s *splitmix) next() uint64 {
 	*s += splitmixGamma
-	z := uint64(*s)
+	return splitmixMix(uint64(*s))
+}
+
+// splitmixMix is SplitMix64's output function.
+func splitmixMix(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58_476d_1ce4_e5b9
 	z = (z ^ (z >> 27)) * 0x94d0_49bb_1331_11eb
 	return z ^ (z >> 31)
+}
+
+// fillTokens fills out with the tokens of the stream that follows state s,
+// as len(out) calls of s.next would, keeping the state in a register.
+func fillTokens(out []uint32, s splitmix) {
+	x := uint64(s)
+	for i := range out {
+		x += splitmixGamma
+		out[i] = token(splitmixMix(x))
+	}
 }
 
 // token maps 64 random bits onto [0, VocabSize) by multiply-shift, avoiding a division.
@@ -39,9 +56,8 @@ func token(x uint64) uint32 { return uint32(((x >> 32) * VocabSize) >> 32) }
 func appendBlock(dst []uint32, h uint64, n int) []uint32 {
 	s := splitmix(h ^ domainBlock)
 	s = splitmix(s.next()) // scramble first so neighbouring ids do not start from neighbouring states
-	for range n {
-		dst = append(dst, token(s.next()))
-	}
+	dst, out := grow(dst, n)
+	fillTokens(out, s)
 	return dst
 }
 
@@ -58,10 +74,21 @@ func appendOutput(dst []uint32, key, turn uint64, n int) []uint32 {
 	s := splitmix(key ^ domainOutput)
 	s = splitmix(s.next() ^ turn)
 	s = splitmix(s.next())
-	for range n {
-		dst = append(dst, token(s.next()))
-	}
+	dst, out := grow(dst, n)
+	fillTokens(out, s)
 	return dst
+}
+
+// grow extends dst by n tokens and returns it with the new part, to be
+// filled by index: a prompt's tens of thousands of tokens are written
+// without a capacity check each.
+func grow(dst []uint32, n int) ([]uint32, []uint32) {
+	if n <= 0 {
+		return dst, nil
+	}
+	dst = slices.Grow(dst, n)
+	dst = dst[:len(dst)+n]
+	return dst, dst[len(dst)-n:]
 }
 
 // appendRandom appends n token ids drawn from the generator's own stream.

@@ -182,3 +182,17 @@ func BenchmarkTraceReplay(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "requests/s")
 	b.ReportMetric(float64(toks)/b.Elapsed().Seconds(), "tokens/s")
 }
+
+// BenchmarkSynthesize builds a 12,035-token prompt from 24 hash ids, the
+// Mooncake conversation trace's average request.
+func BenchmarkSynthesize(b *testing.B) {
+	ids := make([]uint64, 24)
+	for i := range ids {
+		ids[i] = uint64(1000 + i)
+	}
+	b.SetBytes(4 * 12035)
+	b.ReportAllocs()
+	for b.Loop() {
+		synthesize(ids, 12035)
+	}
+}
