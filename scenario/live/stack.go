@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -134,7 +135,12 @@ func groupSpec(sc *sim.Scenario, g sim.WorkerGroup, scale float64, ttl int64) (f
 	spec := fleet.Spec{Namespace: sc.Namespace, Model: sc.Model, BlockSize: g.BlockSize, TotalKVBlocks: g.TotalKVBlocks,
 		MaxNumBatchedTokens: g.MaxNumBatchedTokens, MaxNumSeqs: g.MaxNumSeqs, ContextLength: g.ContextLength, DPSize: g.DPSize,
 		SpeedupRatio: g.SpeedupRatio * scale, KVTransferBandwidth: g.KVTransferBandwidth, KVBytesPerBlock: g.KVBytesPerBlock,
-		LeaseTTL: ttl, Engine: true}
+		LeaseTTL: ttl, Engine: true, ReplayBuffer: -1}
+	// As in the simulator, a group's publishers offer replay only when its
+	// kv_replay says so.
+	if g.KVReplay != nil && g.KVReplay.Enabled {
+		spec.ReplayBuffer = cmp.Or(g.KVReplay.Buffer, sim.DefaultKVReplayBuffer)
+	}
 	switch g.Role {
 	case "prefill":
 		spec.Prefill = g.Count
