@@ -60,6 +60,12 @@ const (
 	// core holds together: a fleet whose publishers all open gaps at once
 	// cannot make the router hold 8 MiB per subscription.
 	KVReplayMaxHeldBytesTotal = 64 << 20
+	// KVReplayMaxGap is the widest gap asked for: far more than any
+	// publisher keeps (vLLM keeps 10,000 batches), so a wider jump of the
+	// sequence, a restarted numbering or a hostile one, is not asked for;
+	// it is counted as an overflow and lost, and counts at most this much
+	// toward lost.
+	KVReplayMaxGap = 1 << 20
 )
 
 // KVReplaySettings configure gap recovery (dynamo.kv.replay). The zero
@@ -205,8 +211,12 @@ func (c *Core) receive(k publisherKey, st *kvStream, ev *events.KVMessage) strin
 		return c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: ok, frames: ev.Frames}, true)
 	}
 	if ok && st.started && seq > st.last && seq-st.last > 1 {
-		c.startRecovery(ev.At, k, st, seq)
-		return c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: true, frames: ev.Frames}, true)
+		if seq-st.last-1 <= KVReplayMaxGap {
+			c.startRecovery(ev.At, k, st, seq)
+			return c.hold(k, st, heldMessage{at: ev.At, seq: seq, hasSeq: true, frames: ev.Frames}, true)
+		}
+		c.countReplay(ReplayOverflow, 1)
+		c.countReplay(ReplayLost, KVReplayMaxGap)
 	}
 	if ok && (!st.started || seq > st.last) {
 		st.last, st.started = seq, true
@@ -390,12 +400,13 @@ func (c *Core) release(at time.Time, k publisherKey, st *kvStream, held []heldMe
 			continue
 		}
 		if m.hasSeq && st.started && m.seq > st.last && m.seq-st.last > 1 {
-			if next && c.settings.KVReplay.Enabled {
+			width := m.seq - st.last - 1
+			if next && c.settings.KVReplay.Enabled && width <= KVReplayMaxGap {
 				c.startRecovery(at, k, st, m.seq)
 				res = c.hold(k, st, m, false)
 				continue
 			}
-			c.countReplay(ReplayLost, m.seq-st.last-1)
+			c.countReplay(ReplayLost, min(width, KVReplayMaxGap))
 		}
 		res = c.pass(k, st, at, m.frames, m.seq, m.hasSeq)
 	}

@@ -108,6 +108,23 @@ func TestKVReplayFillsGap(t *testing.T) {
 	require.Len(t, *wanted, 1)
 }
 
+// A jump of the sequence wider than any replay buffer (a hostile
+// publisher, or one that numbers anew) is not asked for: it counts as an
+// overflow, its loss is capped, and the tracker's gap clears the rank as
+// without replay.
+func TestKVReplayWideGapNotAskedFor(t *testing.T) {
+	c, _, wanted := replayCore(t, replayOn, true)
+	msgs := stream(3)
+	require.Equal(t, "applied", c.KVMessage(msgs[1]))
+	far := storeBlock(replayT0.Add(time.Second), replayPub, 1<<62, replayWorker, 1, 5, 900)
+	require.Equal(t, "gap", c.KVMessage(far))
+	require.Empty(t, *wanted)
+	require.Equal(t, map[string]uint64{ReplayOverflow: 1, ReplayLost: KVReplayMaxGap}, c.KVReplayCounts())
+	next := storeBlock(replayT0.Add(2*time.Second), replayPub, 1<<62+1, replayWorker, 1, 6, 901)
+	require.Equal(t, "applied", c.KVMessage(next), "the stream goes on from the new sequence")
+	require.Empty(t, *wanted)
+}
+
 // What a replay does not bring back is lost: the tracker sees the gap
 // and clears the rank, as without replay, and the loss is counted.
 func TestKVReplayPartial(t *testing.T) {
