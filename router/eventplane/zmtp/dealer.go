@@ -31,13 +31,7 @@ func HandshakeDealer(conn net.Conn, lim Limits) (*Dealer, error) {
 		return nil, err
 	}
 	d := &Dealer{s: Sub{conn: conn, lim: lim, r: newReader(conn)}}
-	if err := d.handshake(); err != nil {
-		if isTimeout(err) {
-			return nil, protoErr("handshake not completed within %v", lim.HandshakeTimeout)
-		}
-		return nil, err
-	}
-	if err := conn.SetDeadline(time.Time{}); err != nil {
+	if err := finishHandshake(conn, lim, d.handshake()); err != nil {
 		return nil, err
 	}
 	return d, nil

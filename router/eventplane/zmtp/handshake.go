@@ -17,15 +17,8 @@ func Handshake(conn net.Conn, topics [][]byte, lim Limits) (*Sub, error) {
 		return nil, err
 	}
 	s := &Sub{conn: conn, lim: lim, r: newReader(conn)}
-	if err := s.handshake(topics); err != nil {
-		if isTimeout(err) {
-			return nil, protoErr("handshake not completed within %v", lim.HandshakeTimeout)
-		}
-		return nil, err
-	}
-	// Idle from now on: a silent publisher is normal, so no deadline until
-	// the first byte of a message arrives.
-	if err := conn.SetDeadline(time.Time{}); err != nil {
+	// Idle from now on (no deadline): a silent publisher is normal.
+	if err := finishHandshake(conn, lim, s.handshake(topics)); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -148,4 +141,18 @@ func peerError(data []byte) error {
 		reason = data[1 : 1+int(data[0])]
 	}
 	return protoErr("peer sent ERROR: %q", clip(reason))
+}
+
+// finishHandshake ends a handshake that returned err: a deadline that
+// expired becomes a protocol error naming the timeout, and a completed
+// handshake leaves the connection without a deadline (each reader sets
+// its own).
+func finishHandshake(conn net.Conn, lim Limits, err error) error {
+	if err != nil {
+		if isTimeout(err) {
+			return protoErr("handshake not completed within %v", lim.HandshakeTimeout)
+		}
+		return err
+	}
+	return conn.SetDeadline(time.Time{})
 }

@@ -46,13 +46,7 @@ func AcceptPub(conn net.Conn, lim Limits) (*PubConn, error) {
 		return nil, err
 	}
 	p := &PubConn{conn: conn, lim: lim, r: newReader(conn)}
-	if err := p.handshake(); err != nil {
-		if isTimeout(err) {
-			return nil, protoErr("handshake not completed within %v", lim.HandshakeTimeout)
-		}
-		return nil, err
-	}
-	if err := conn.SetDeadline(time.Time{}); err != nil {
+	if err := finishHandshake(conn, lim, p.handshake()); err != nil {
 		return nil, err
 	}
 	return p, nil
