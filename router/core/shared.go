@@ -61,9 +61,7 @@ func (s *Shared) LoadMessage(namespace string, publisherID uint64, frames [][]by
 // KVSubscribed, KVConnected, KVDisconnected and KVUnsubscribed report a
 // kv-events subscription's life (see kvstale.go).
 func (s *Shared) KVSubscribed(namespace string, publisherID uint64, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.c.KVSubscribed(events.KVSubscribed{At: at.Round(0), Namespace: namespace, PublisherID: publisherID})
+	s.KVSubscribedReplay(namespace, publisherID, false, at)
 }
 
 func (s *Shared) KVConnected(namespace string, publisherID uint64, at time.Time) {
