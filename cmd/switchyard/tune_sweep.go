@@ -68,7 +68,7 @@ func tuneSweep(cmd *cobra.Command, f tuneFlags) error {
 		return &exitError{1, err}
 	}
 	if f.sweep.emitJob != "" {
-		return plan.emitJob(cmd.OutOrStdout(), &f.sweep)
+		return plan.emitJob(cmd.OutOrStdout(), cmd.Flags(), &f.sweep)
 	}
 	cell, err := plan.apply(cmd, f.sweep.cell, f.objective)
 	if err != nil {
