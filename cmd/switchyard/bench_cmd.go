@@ -70,7 +70,7 @@ func newBenchPickersCmd() *cobra.Command {
 					return &exitError{1, err}
 				}
 				if f.sweep.emitJob != "" {
-					return plan.emitJob(cmd.OutOrStdout(), &f.sweep)
+					return plan.emitJob(cmd.OutOrStdout(), cmd.Flags(), &f.sweep)
 				}
 				if f.cell, err = plan.apply(cmd, f.sweep.cell, ""); err != nil {
 					return &exitError{1, err}

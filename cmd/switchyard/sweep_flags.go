@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,11 +25,12 @@ type sweepFlags struct {
 	cell                                          int
 	emitJob                                       string
 	image, claim, cpu, memory, jobName, namespace string
+	inputsClaim                                   string
 	parallelism, retries                          int
 }
 
 // Flags that shape the Job rather than a cell: left out of the cells' command.
-var jobOnlyFlags = []string{"emit-job", "image", "results-claim", "cpu", "memory", "job-name", "namespace", "job-parallelism", "retries"}
+var jobOnlyFlags = []string{"emit-job", "image", "results-claim", "cpu", "memory", "job-name", "namespace", "job-parallelism", "retries", "inputs-claim"}
 
 // Flags the Job sets per completion index.
 var perCellFlags = []string{"cell", "out"}
@@ -46,6 +48,7 @@ func addSweepFlags(fl *pflag.FlagSet, s *sweepFlags) {
 	fl.StringVar(&s.emitJob, "emit-job", "", "write DIR/job.yaml, a Kubernetes Indexed Job running one cell per index, instead of running")
 	fl.StringVar(&s.image, "image", "", "with --emit-job: the switchyard container image the cells run")
 	fl.StringVar(&s.claim, "results-claim", "switchyard-sweep-results", "with --emit-job: the PersistentVolumeClaim the cells write their reports to")
+	fl.StringVar(&s.inputsClaim, "inputs-claim", "", "with --emit-job: a PersistentVolumeClaim holding the traces and recordings, mounted read-only (default: every input in a ConfigMap)")
 	fl.StringVar(&s.cpu, "cpu", "1", "with --emit-job: CPU request of each cell's pod (\"\" = none)")
 	fl.StringVar(&s.memory, "memory", "2Gi", "with --emit-job: memory request and limit of each cell's pod (\"\" = none)")
 	fl.StringVar(&s.jobName, "job-name", "", "with --emit-job: the Job's name (default switchyard-sweep-<sweep id>)")
@@ -199,8 +202,9 @@ func (p *sweepPlan) apply(cmd *cobra.Command, i int, objective string) (*reports
 		Index: i, Cells: p.grid.Cells(), Coordinates: coords, Objective: objective}, nil
 }
 
-// emitJob writes DIR/job.yaml for the plan.
-func (p *sweepPlan) emitJob(stdout io.Writer, s *sweepFlags) error {
+// emitJob writes DIR/job.yaml for the plan, and DIR/inputs.yaml, the ConfigMap carrying the
+// files the cells read, when any is not on the inputs claim.
+func (p *sweepPlan) emitJob(stdout io.Writer, fl *pflag.FlagSet, s *sweepFlags) error {
 	cells := p.grid.Cells()
 	par := s.parallelism
 	if par == 0 {
@@ -211,8 +215,20 @@ func (p *sweepPlan) emitJob(stdout io.Writer, s *sweepFlags) error {
 		name = "switchyard-sweep-" + p.id
 	}
 	spec := job.Spec{Name: name, Namespace: s.namespace, Image: s.image, Args: p.command, SweepID: p.id, Cells: cells,
-		Parallelism: par, Retries: s.retries, ResultsClaim: s.claim, CPU: s.cpu, Memory: s.memory}
+		Parallelism: par, Retries: s.retries, ResultsClaim: s.claim, CPU: s.cpu, Memory: s.memory, InputsClaim: s.inputsClaim}
+	if err := spec.Check(); err != nil { // the flags first, then the files
+		return &exitError{1, err}
+	}
+	inputs, err := p.sweepInputs(fl)
+	if err != nil {
+		return &exitError{1, err}
+	}
+	spec.Inputs = inputs
 	body, err := spec.YAML()
+	if err != nil {
+		return &exitError{1, err}
+	}
+	carried, err := spec.InputsYAML()
 	if err != nil {
 		return &exitError{1, err}
 	}
@@ -220,6 +236,15 @@ func (p *sweepPlan) emitJob(stdout io.Writer, s *sweepFlags) error {
 		return err
 	}
 	path := filepath.Join(s.emitJob, "job.yaml")
+	inputsPath := filepath.Join(s.emitJob, "inputs.yaml")
+	if err := os.Remove(inputsPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err // a stale one would be applied with the new Job
+	}
+	if carried != nil {
+		if err := os.WriteFile(inputsPath, carried, 0o644); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(path, body, 0o644); err != nil {
 		return err
 	}
@@ -227,6 +252,18 @@ func (p *sweepPlan) emitJob(stdout io.Writer, s *sweepFlags) error {
 	for _, d := range p.grid.Dimensions {
 		fmt.Fprintf(stdout, "  %s: %s\n", d.Name, strings.Join(d.Values, ", "))
 	}
-	fmt.Fprintf(stdout, "job: %s (kubectl apply -f %s; then switchyard reports merge <%s's folder> --out DIR)\n", path, path, s.claim)
+	for _, in := range inputs {
+		from := "inputs.yaml"
+		if in.Large && s.inputsClaim != "" {
+			from = "claim " + s.inputsClaim
+		}
+		fmt.Fprintf(stdout, "  input %s %s (%s)\n", in.What, in.Path, from)
+	}
+	apply := "-f " + path
+	if carried != nil {
+		fmt.Fprintf(stdout, "inputs: %s (%d bytes of files)\n", inputsPath, len(carried))
+		apply = "-f " + inputsPath + " " + apply
+	}
+	fmt.Fprintf(stdout, "job: %s (kubectl apply %s; then switchyard reports merge <%s's folder> --out DIR)\n", path, apply, s.claim)
 	return nil
 }

@@ -40,6 +40,8 @@ type tuneFlags struct {
 	budget    int
 	sloSet    bool // --slo-ttft or --slo-itl was given
 	sweep     sweepFlags
+	// fromMerged is a merged tune sweep whose grid the search continues from.
+	fromMerged string
 }
 
 func newTuneCmd() *cobra.Command {
@@ -59,16 +61,21 @@ func newTuneCmd() *cobra.Command {
 			"bench pickers schema with round_robin, kv (current) and kv_tuned.\n" +
 			"--emit-job DIR spreads the coarse grid (× any --sweep NAME=V1,V2,...) over a\n" +
 			"Kubernetes Indexed Job instead, one grid point per cell (--cell N runs one here);\n" +
-			"`switchyard reports merge` then recommends from the grid (docs/sweeps.md).",
+			"`switchyard reports merge` then recommends from the grid, and --from-merged DIR\n" +
+			"continues the search here from that grid, simulating only the refinement\n" +
+			"(docs/sweeps.md).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("from-merged") {
+				return tuneFromMerged(cmd, &f)
+			}
 			if f.sweep.active(cmd.Flags()) {
 				return tuneSweep(cmd, f)
 			}
 			fl := cmd.Flags()
 			f.bench.seedSet = fl.Changed("seed")
 			f.sloSet = fl.Changed("slo-ttft") || fl.Changed("slo-itl")
-			return tuneRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return tuneRun(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, nil)
 		},
 	}
 	fl := cmd.Flags()
@@ -91,6 +98,7 @@ func newTuneCmd() *cobra.Command {
 	fl.Var(durationFlag{&b.sloTTFT}, "slo-ttft", "TTFT bound for goodput (unless the file sets one; default 2s for the report)")
 	fl.Var(durationFlag{&b.sloITL}, "slo-itl", "ITL bound for goodput (unless the file sets one; default 100ms for the report)")
 	addSweepFlags(fl, &f.sweep)
+	fl.StringVar(&f.fromMerged, "from-merged", "", "continue the search from a merged tune sweep (reports merge --out DIR): its cells are not simulated again")
 	return cmd
 }
 
@@ -141,16 +149,29 @@ func tunePrepare(f tuneFlags) (*tuneInput, tune.Objective, error) {
 	return in, objective, nil
 }
 
-func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
+// tuneRun runs the search; with a merged sweep's grid, its cells' points are read, not
+// simulated.
+func tuneRun(stdout, stderr io.Writer, f tuneFlags, merged *mergedGrid) error {
 	in, objective, err := tunePrepare(f)
 	if err != nil {
 		return err
 	}
 	current := tune.SettingsOf(in.sc.Router.KV)
 	fmt.Fprint(stderr, in.warning)
+	runs := f.budget + 1
+	if merged != nil {
+		if err := merged.check(in); err != nil {
+			return err
+		}
+		runs += 2 - merged.known.Len() // the report's charts simulate the current and tuned points
+	}
 
-	bar := progress.New(stderr, int64(in.requests*(f.budget+1)), fmt.Sprintf("tuning on %d simulations", f.budget+1))
+	bar := progress.New(stderr, int64(in.requests*runs), fmt.Sprintf("tuning on %d simulations", runs))
 	w := tune.Workload{Scenario: in.sc, Source: in.source, Progress: func(n int) { bar.Add(int64(n)) }}
+	eval := w.Evaluate()
+	if merged != nil {
+		eval = merged.known.Evaluate(eval)
+	}
 	var rr stats.Summary
 	var rrErr error
 	var wg sync.WaitGroup
@@ -159,21 +180,34 @@ func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
 		defer wg.Done()
 		rr, rrErr = w.Run(picker.NameRoundRobin, in.sc.Router.KV)
 	}()
-	res, err := tune.Search(tune.Options{Objective: objective, Budget: f.budget, Current: current, Parallel: f.bench.parallel}, w.Evaluate())
+	res, err := tune.Search(tune.Options{Objective: objective, Budget: f.budget, Current: current, Parallel: f.bench.parallel}, eval)
 	wg.Wait()
-	bar.Finish()
 	if err != nil {
+		bar.Finish()
 		return err
 	}
 	if rrErr != nil {
+		bar.Finish()
 		return fmt.Errorf("round_robin: %w", rrErr)
 	}
+	cur, best := res.Evaluations[res.Current], res.Evaluations[res.Best]
+	warn := func(s string) { fmt.Fprint(stderr, s) }
+	if cur.Summary, err = merged.forReport(cur, w.Evaluate(), warn); err != nil {
+		bar.Finish()
+		return err
+	}
+	if res.Best == res.Current {
+		best = cur
+	} else if best.Summary, err = merged.forReport(best, w.Evaluate(), warn); err != nil {
+		bar.Finish()
+		return err
+	}
+	bar.Finish()
 
 	out := f.bench.out
 	if out == "" {
 		out = filepath.Join("reports", "tune-"+strings.TrimSuffix(in.name, filepath.Ext(in.name)))
 	}
-	cur, best := res.Evaluations[res.Current], res.Evaluations[res.Best]
 	tunedKV := best.Settings.Apply(in.sc.Router.KV)
 	withPicker := func(name string, kv sim.KVParams) *reports.RunRouter {
 		sc := *in.sc
@@ -196,7 +230,7 @@ func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
 	if err := os.WriteFile(filepath.Join(out, "tuned.yaml"), tunedYAML(res, in), 0o644); err != nil {
 		return err
 	}
-	js, err := searchJSON(res, f.budget, in)
+	js, err := searchJSON(res, f.budget, in, merged)
 	if err != nil {
 		return err
 	}
@@ -205,6 +239,10 @@ func tuneRun(stdout, stderr io.Writer, f tuneFlags) error {
 	}
 
 	fmt.Fprintf(stdout, "%d settings simulated (budget %d, %s)\n", len(res.Evaluations), f.budget, convergedWord(res.Converged))
+	if merged != nil {
+		fmt.Fprintf(stdout, "from sweep %s: %d read from its cells, %d simulated here (and %d again for the report's charts)\n", merged.sweep.ID,
+			merged.reused(res), len(res.Evaluations)-merged.reused(res), merged.reportRuns(res))
+	}
 	fmt.Fprintf(stdout, "%-12s %9s %9s %9s %9s %9s %9s\n", "picker", "TTFT p50", "TTFT p90", "TTFT p99", "E2E p90", "hit", "goodput")
 	for _, r := range cmp.Pickers {
 		s := r.Summary
@@ -439,18 +477,22 @@ func kvBlockYAML(b *bytes.Buffer, s tune.Settings) {
 }
 
 type searchFile struct {
-	Objective     string            `json:"objective"`
-	LowerIsBetter bool              `json:"lower_is_better"`
-	Unit          string            `json:"unit"`
-	Workload      string            `json:"workload"`
-	Seed          uint64            `json:"seed"`
-	SeedSource    string            `json:"seed_source"`
-	Budget        int               `json:"budget"`
-	Converged     bool              `json:"converged"`
-	Current       int               `json:"current"`
-	Best          int               `json:"best"`
-	Gain          float64           `json:"gain"`
-	Evaluations   []searchEvalJSONs `json:"evaluations"`
+	Objective     string  `json:"objective"`
+	LowerIsBetter bool    `json:"lower_is_better"`
+	Unit          string  `json:"unit"`
+	Workload      string  `json:"workload"`
+	Seed          uint64  `json:"seed"`
+	SeedSource    string  `json:"seed_source"`
+	Budget        int     `json:"budget"`
+	Converged     bool    `json:"converged"`
+	Current       int     `json:"current"`
+	Best          int     `json:"best"`
+	Gain          float64 `json:"gain"`
+	// FromSweep and Reused say, for a search continued from a merged sweep, which sweep and
+	// how many evaluations were read from its cells.
+	FromSweep   string            `json:"from_sweep,omitempty"`
+	Reused      int               `json:"reused,omitempty"`
+	Evaluations []searchEvalJSONs `json:"evaluations"`
 }
 
 type searchEvalJSONs struct {
@@ -472,10 +514,13 @@ type searchEvalJSONs struct {
 }
 
 // searchJSON is search.json: every evaluated setting in evaluation order.
-func searchJSON(r *tune.Result, budget int, in *tuneInput) ([]byte, error) {
+func searchJSON(r *tune.Result, budget int, in *tuneInput, merged *mergedGrid) ([]byte, error) {
 	f := searchFile{Objective: string(r.Objective), LowerIsBetter: r.Objective.LowerIsBetter(), Unit: r.Objective.Unit(),
 		Workload: in.name, Seed: in.sc.Seed, SeedSource: in.seedSource, Budget: budget, Converged: r.Converged,
 		Current: r.Current, Best: r.Best, Gain: round6(r.Gain()), Evaluations: []searchEvalJSONs{}}
+	if merged != nil {
+		f.FromSweep, f.Reused = merged.sweep.ID, merged.reused(r)
+	}
 	for i, e := range r.Evaluations {
 		s, k := e.Summary, e.Settings
 		k.PrefillLoadScale, k.OverlapScoreCredit = round6(k.PrefillLoadScale), round6(k.OverlapScoreCredit)

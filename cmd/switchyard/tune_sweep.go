@@ -68,7 +68,7 @@ func tuneSweep(cmd *cobra.Command, f tuneFlags) error {
 		return &exitError{1, err}
 	}
 	if f.sweep.emitJob != "" {
-		return plan.emitJob(cmd.OutOrStdout(), &f.sweep)
+		return plan.emitJob(cmd.OutOrStdout(), cmd.Flags(), &f.sweep)
 	}
 	cell, err := plan.apply(cmd, f.sweep.cell, f.objective)
 	if err != nil {
@@ -216,7 +216,7 @@ func tuneFromSweep(s *reports.Sweep) (*reports.SweepTuned, []byte, error) {
 	if best == cur {
 		b.WriteString("# Nothing on the grid beat the current settings: they are repeated here.\n")
 	}
-	b.WriteString("# The coarse grid only: `switchyard tune` on one machine refines around this point.\n")
+	b.WriteString("# The coarse grid only: `switchyard tune --from-merged <this folder>` refines around this point.\n")
 	kvBlockYAML(&b, best.settings)
 	return &reports.SweepTuned{Tuning: t, Current: cur.knobs, Tuned: best.knobs, Gain: gain}, b.Bytes(), nil
 }

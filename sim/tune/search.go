@@ -257,13 +257,18 @@ func (s *searcher) failsMore(e Evaluation) bool {
 	return e.Summary.Failed > s.res.Evaluations[s.res.Current].Summary.Failed
 }
 
+// FullGridBudget is the least budget whose grid covers every overlap_score_credit of the
+// coarse grid (the grid a tune sweep spreads over a cluster): the current settings, the grid
+// and a refinement round's worth.
+func FullGridBudget() int { return 1 + len(scaleGrid)*len(creditGrid) + 4 }
+
 // gridOf is the coarse grid: every prefill_load_scale of scaleGrid, at
 // each overlap_score_credit of creditGrid when the budget leaves room for
 // refinement after it, else at the current credit; the other knobs as
 // they are now.
 func gridOf(cur Settings, budget int) []Settings {
 	credits := []float64{cur.OverlapScoreCredit}
-	if budget >= 1+len(scaleGrid)*len(creditGrid)+4 {
+	if budget >= FullGridBudget() {
 		credits = creditGrid
 	}
 	var out []Settings

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -181,4 +182,43 @@ func TestNeighboursStayInTheSpace(t *testing.T) {
 	// An off-ladder value steps onto the ladder.
 	assert.Equal(t, []float64{0.05}, ladderNeighbours(temperatureLadder, 0.06))
 	assert.Equal(t, []float64{0, 0.02}, ladderNeighbours(temperatureLadder, 0.01))
+}
+
+// A search given some points as known reads them instead of evaluating them, and ends where
+// the search that evaluated everything ends.
+func TestKnownPointsAreReadNotEvaluated(t *testing.T) {
+	var all []Settings
+	full, err := Search(Options{Objective: TTFTP90, Budget: 30, Current: defaults(), Parallel: 2}, bowl)
+	require.NoError(t, err)
+	var known Known
+	for _, e := range full.Evaluations {
+		all = append(all, e.Settings)
+		if e.Phase != PhaseRefine {
+			require.NoError(t, known.Add(e.Settings, e.Summary))
+		}
+	}
+	require.NoError(t, known.Add(full.Evaluations[0].Settings, full.Evaluations[0].Summary), "the same figures twice")
+	other := full.Evaluations[0].Summary
+	other.TTFT.P90++
+	require.Error(t, known.Add(full.Evaluations[0].Settings, other))
+
+	evaluated, reread := 0, 0
+	var mu sync.Mutex
+	cont, err := Search(Options{Objective: TTFTP90, Budget: 30, Current: defaults(), Parallel: 2}, known.Evaluate(func(s Settings) (stats.Summary, error) {
+		mu.Lock()
+		evaluated++
+		if known.Has(s) {
+			reread++
+		}
+		mu.Unlock()
+		return bowl(s)
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, len(full.Evaluations)-known.Len(), evaluated)
+	assert.Zero(t, reread, "a known point was simulated")
+	assert.Equal(t, full.Best, cont.Best)
+	for i, e := range cont.Evaluations {
+		assert.Equal(t, all[i], e.Settings)
+		assert.Equal(t, full.Evaluations[i].Value, e.Value)
+	}
 }

@@ -54,6 +54,12 @@ type Spec struct {
 	// CPU and Memory are each Pod's requests (Kubernetes quantities);
 	// Memory is also its limit. "" = none.
 	CPU, Memory string
+	// Inputs are the files the cells read, each mounted read-only where the command names
+	// it: from the inputs ConfigMap, or from InputsClaim for large ones when it is set.
+	Inputs []Input
+	// InputsClaim is an existing PersistentVolumeClaim holding the traces and recordings,
+	// mounted read-only; "" = every input is carried in the ConfigMap.
+	InputsClaim string
 }
 
 // Check refuses a spec the API server would refuse, or that would run
@@ -91,7 +97,18 @@ func (s Spec) Check() error {
 			errs = append(errs, fmt.Errorf("%s %q: not a Kubernetes quantity (e.g. 2, 500m, 4Gi)", q.flag, q.v))
 		}
 	}
+	if err := s.checkInputs(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+func (s Spec) labels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":      "switchyard",
+		"app.kubernetes.io/component": "sweep",
+		"switchyard.dev/sweep":        s.SweepID,
+	}
 }
 
 // Job is the Indexed Job of the spec.
@@ -99,11 +116,7 @@ func (s Spec) Job() (*batchv1.Job, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	labels := map[string]string{
-		"app.kubernetes.io/name":      "switchyard",
-		"app.kubernetes.io/component": "sweep",
-		"switchyard.dev/sweep":        s.SweepID,
-	}
+	labels := s.labels()
 	cells, par, retries := int32(s.Cells), int32(s.Parallelism), int32(s.Retries)
 	indexed := batchv1.IndexedCompletion
 	yes, no := true, false
@@ -121,6 +134,26 @@ func (s Spec) Job() (*batchv1.Job, error) {
 		m := resource.MustParse(s.Memory)
 		res.Requests[corev1.ResourceMemory] = m
 		res.Limits = corev1.ResourceList{corev1.ResourceMemory: m}
+	}
+	volumes := []corev1.Volume{
+		{Name: "results", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ResultsClaim}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{{Name: "results", MountPath: ResultsDir}, {Name: "tmp", MountPath: "/tmp"}}
+	carried, inputs := s.mounts()
+	if len(carried) > 0 {
+		volumes = append(volumes, corev1.Volume{Name: "inputs", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: s.configMapName()}}}})
+	}
+	if len(inputs) > len(carried) {
+		volumes = append(volumes, corev1.Volume{Name: "inputs-claim", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.InputsClaim, ReadOnly: true}}})
+	}
+	mounts = append(mounts, inputs...)
+	workDir := ""
+	if s.relative() {
+		workDir = WorkDir
 	}
 	j := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -140,9 +173,10 @@ func (s Spec) Job() (*batchv1.Job, error) {
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Containers: []corev1.Container{{
-						Name:  "cell",
-						Image: s.Image,
-						Args:  args,
+						Name:       "cell",
+						Image:      s.Image,
+						Args:       args,
+						WorkingDir: workDir,
 						Env: []corev1.EnvVar{{Name: IndexEnv, ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + indexAnnotation + "']"}}}},
 						Resources: res,
@@ -150,13 +184,9 @@ func (s Spec) Job() (*batchv1.Job, error) {
 							RunAsNonRoot: &yes, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "results", MountPath: ResultsDir}, {Name: "tmp", MountPath: "/tmp"}},
+						VolumeMounts: mounts,
 					}},
-					Volumes: []corev1.Volume{
-						{Name: "results", VolumeSource: corev1.VolumeSource{
-							PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ResultsClaim}}},
-						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-					},
+					Volumes: volumes,
 				},
 			},
 		},
@@ -171,18 +201,36 @@ func (s Spec) YAML() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(j)
-	if err != nil {
-		return nil, fmt.Errorf("job: %w", err)
-	}
-	delete(obj, "status") // a manifest says what is wanted, not what is
-	body, err := yaml.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("job: %w", err)
-	}
 	head := fmt.Sprintf("# A switchyard sweep of %d cells (sweep %s): completion index N runs cell N and\n"+
 		"# writes its report folder to %s/cell-N on the claim %s.\n"+
 		"# When every index has succeeded: switchyard reports merge <the claim's folder> --out DIR\n",
 		s.Cells, s.SweepID, ResultsDir, s.ResultsClaim)
+	return manifest(head, j)
+}
+
+// InputsYAML is the inputs ConfigMap as a manifest, or nil when every input is on the
+// inputs claim (or there is none).
+func (s Spec) InputsYAML() ([]byte, error) {
+	cm, err := s.ConfigMap()
+	if err != nil || cm == nil {
+		return nil, err
+	}
+	head := fmt.Sprintf("# The input files of switchyard sweep %s, each mounted read-only in the cells' Pods\n"+
+		"# where their command names it. Apply it before the Job.\n", s.SweepID)
+	return manifest(head, cm)
+}
+
+// manifest is obj as YAML under a comment, without status: a manifest says what is wanted,
+// not what is.
+func manifest(head string, obj any) ([]byte, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("job: %w", err)
+	}
+	delete(u, "status")
+	body, err := yaml.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("job: %w", err)
+	}
 	return append([]byte(head), body...), nil
 }
