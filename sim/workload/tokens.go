@@ -54,11 +54,15 @@ func token(x uint64) uint32 { return uint32(((x >> 32) * VocabSize) >> 32) }
 // appendBlock appends the first n (<= TraceBlockTokens) tokens of hash id h's block. The block is
 // a pure function of h, so equal hash ids give equal token runs whatever the engine's block size.
 func appendBlock(dst []uint32, h uint64, n int) []uint32 {
-	s := splitmix(h ^ domainBlock)
-	s = splitmix(s.next()) // scramble first so neighbouring ids do not start from neighbouring states
 	dst, out := grow(dst, n)
-	fillTokens(out, s)
+	fillTokens(out, blockState(h))
 	return dst
+}
+
+// blockState is the generator state hash id h's block starts from.
+func blockState(h uint64) splitmix {
+	s := splitmix(h ^ domainBlock)
+	return splitmix(s.next()) // scramble first so neighbouring ids do not start from neighbouring states
 }
 
 // padToken is the token at prompt position pos when a trace line's hash ids cover fewer tokens

@@ -26,6 +26,10 @@ type TraceConfig struct {
 	// MaxInputTokens refuses lines whose input_length would allocate more. 0 means
 	// DefaultMaxInputTokens. The cap is checked before the prompt is synthesized.
 	MaxInputTokens int
+	// DeferTokens leaves each Request's Tokens nil and describes its
+	// prompt in Request.Prompt instead, for a receiver that mostly needs
+	// only the prompt's length and block hashes.
+	DeferTokens bool
 }
 
 func (c TraceConfig) withDefaults() (TraceConfig, error) {
@@ -69,6 +73,8 @@ type Trace struct {
 	last  int64 // previous timestamp, to enforce the Source ordering contract
 	err   error
 	stats statsCounter
+	// cache remembers hash ids' block hashes for deferred prompts.
+	cache blockCache
 }
 
 // NewTrace prepares replay of r. Nothing is read until the first Next.
@@ -89,12 +95,17 @@ func (t *Trace) Next() (Request, bool) {
 	if !ok {
 		return Request{}, false
 	}
-	return Request{
+	req := Request{
 		ID:        uint64(t.stats.Requests),
 		Arrival:   t.arrival(*rec.Timestamp),
-		Tokens:    synthesize(rec.HashIDs, *rec.InputLength),
 		MaxTokens: *rec.OutputLength,
-	}, true
+	}
+	if t.cfg.DeferTokens {
+		req.Prompt = &TracePrompt{HashIDs: rec.HashIDs, Len: *rec.InputLength, cache: &t.cache}
+	} else {
+		req.Tokens = synthesize(rec.HashIDs, *rec.InputLength)
+	}
+	return req, true
 }
 
 // Err returns the error that stopped the trace, nil after a clean end of input.
