@@ -199,8 +199,14 @@ func (c *Collector) AddLoad(s LoadSample) { c.loads = append(c.loads, s) }
 // blocks up to and including it was seen before; a trailing partial block never hits but its
 // tokens count in the denominator. A non-positive blockSize counts the tokens and never hits.
 func (c *Collector) AddPrompt(tokens []uint32, blockSize int) {
-	c.boundTokens += int64(len(tokens))
-	seq := kv.SequenceHashes(kv.BlockHashes(tokens, blockSize, kv.BaseSeed))
+	c.AddPromptBlocks(len(tokens), kv.SequenceHashes(kv.BlockHashes(tokens, blockSize, kv.BaseSeed)), blockSize)
+}
+
+// AddPromptBlocks is AddPrompt for a prompt of tokens whose blocks the caller hashed already:
+// seq are the sequence hashes (kv.SequenceHashes of kv.BlockHashes under kv.BaseSeed) of its
+// complete blocks of blockSize tokens.
+func (c *Collector) AddPromptBlocks(tokens int, seq []uint64, blockSize int) {
+	c.boundTokens += int64(tokens)
 	prefix := true
 	for _, h := range seq {
 		if prefix {

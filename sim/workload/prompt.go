@@ -13,16 +13,15 @@ import (
 type TracePrompt struct {
 	HashIDs []uint64
 	Len     int
-	cache   *blockCache // shared by one trace's prompts; nil derives every block
 }
 
 // Tokens synthesizes the prompt's token ids.
 func (p *TracePrompt) Tokens() []uint32 { return synthesize(p.HashIDs, p.Len) }
 
 // AppendBlockHashes appends what kv.AppendBlockHashes(dst, p.Tokens(), blockSize, seed) would,
-// generating the tokens a block at a time into a scratch buffer. When blockSize divides the
-// trace's 512-token blocks, a hash id's block hashes are remembered, so a repeated id (a shared
-// prefix) is not generated again.
+// generating the tokens a hash id's block at a time into a scratch buffer. (Remembering each
+// hash id's block hashes cost more in map lookups and growth than regenerating them: only a
+// third of the Mooncake trace's hash ids repeat.)
 func (p *TracePrompt) AppendBlockHashes(dst []uint64, blockSize int, seed uint64) []uint64 {
 	if blockSize <= 0 || p.Len/blockSize == 0 {
 		return dst
@@ -30,10 +29,6 @@ func (p *TracePrompt) AppendBlockHashes(dst []uint64, blockSize int, seed uint64
 	want := len(dst) + p.Len/blockSize
 	dst = slices.Grow(dst, p.Len/blockSize)
 	h := blockHasher{dst: dst, size: blockSize, seed: seed}
-	var c *blockCache
-	if TraceBlockTokens%blockSize == 0 {
-		c = p.cache.forConfig(blockSize, seed)
-	}
 	var buf [TraceBlockTokens]uint32
 	pos := 0
 	for _, id := range p.HashIDs {
@@ -41,22 +36,6 @@ func (p *TracePrompt) AppendBlockHashes(dst []uint64, blockSize int, seed uint64
 			break
 		}
 		n := min(TraceBlockTokens, p.Len-pos)
-		// Aligned sizes reach every hash id's block with nothing pending.
-		if c != nil {
-			if got, ok := c.get(id); ok {
-				h.dst = append(h.dst, got[:n/blockSize]...)
-				pos += n
-				continue
-			}
-			if n == TraceBlockTokens {
-				from := len(h.dst)
-				fillTokens(buf[:], blockState(id))
-				h.feed(buf[:])
-				c.put(id, h.dst[from:])
-				pos += n
-				continue
-			}
-		}
 		fillTokens(buf[:n], blockState(id))
 		h.feed(buf[:n])
 		pos += n
@@ -103,46 +82,6 @@ func (h *blockHasher) feed(toks []uint32) {
 		h.dst = kv.AppendBlockHashes(h.dst, toks[:whole], h.size, h.seed)
 		toks = toks[whole:]
 	}
-}
-
-// maxCachedHashes bounds a trace's remembered block hashes (8 bytes each): 32 MiB.
-const maxCachedHashes = 1 << 22
-
-// blockCache remembers the block hashes of whole hash-id blocks for one block size and seed
-// (the first asked for; others are derived every time). Past its bound it stops remembering.
-type blockCache struct {
-	size   int
-	seed   uint64
-	at     map[uint64]int32 // hash id → offset of its hashes in hashes
-	hashes []uint64
-}
-
-func (c *blockCache) forConfig(size int, seed uint64) *blockCache {
-	switch {
-	case c == nil:
-		return nil
-	case c.size == 0:
-		c.size, c.seed, c.at = size, seed, map[uint64]int32{}
-	case c.size != size || c.seed != seed:
-		return nil
-	}
-	return c
-}
-
-func (c *blockCache) get(id uint64) ([]uint64, bool) {
-	off, ok := c.at[id]
-	if !ok {
-		return nil, false
-	}
-	return c.hashes[off : int(off)+TraceBlockTokens/c.size], true
-}
-
-func (c *blockCache) put(id uint64, hashes []uint64) {
-	if len(c.hashes)+len(hashes) > maxCachedHashes {
-		return
-	}
-	c.at[id] = int32(len(c.hashes))
-	c.hashes = append(c.hashes, hashes...)
 }
 
 // PromptLen is the prompt's length in tokens, whether its token ids exist or not.

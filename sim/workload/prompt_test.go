@@ -12,8 +12,8 @@ import (
 )
 
 // A deferred prompt's length, tokens and block hashes are exactly the eager trace's, for block
-// sizes that divide the trace's 512-token blocks (remembered per hash id) and ones that do not,
-// for truncated and padded lines and repeated hash ids.
+// sizes that divide the trace's 512-token blocks and ones that do not, for truncated and padded
+// lines and repeated hash ids.
 func TestDeferredPromptsMatchSynthesizedOnes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	var b strings.Builder
@@ -54,24 +54,6 @@ func TestDeferredPromptsMatchSynthesizedOnes(t *testing.T) {
 	}
 }
 
-// A trace remembers block hashes for one block size and seed; asking for another derives them
-// afresh, and the remembered ones stay right.
-func TestDeferredPromptCacheKeepsItsConfig(t *testing.T) {
-	trace := `{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [5, 6]}` + "\n" +
-		`{"timestamp": 1, "input_length": 1100, "output_length": 1, "hash_ids": [5, 6, 7]}` + "\n"
-	lazy, err := NewTrace(strings.NewReader(trace), TraceConfig{DeferTokens: true})
-	require.NoError(t, err)
-	reqs := collect(t, lazy, 10)
-	for _, bs := range []int{64, 32, 64} {
-		for _, r := range reqs {
-			toks := synthesize(r.Prompt.HashIDs, r.Prompt.Len)
-			require.Equal(t, kv.AppendBlockHashes(nil, toks, bs, kv.BaseSeed), r.AppendBlockHashes(nil, bs, kv.BaseSeed))
-		}
-	}
-	require.Equal(t, 64, lazy.cache.size)
-	require.Len(t, lazy.cache.at, 2, "ids 5 and 6 are whole blocks; 7 is truncated")
-}
-
 func BenchmarkTracePromptHashes(b *testing.B) {
 	ids := make([]uint64, 24)
 	for i := range ids {
@@ -85,7 +67,7 @@ func BenchmarkTracePromptHashes(b *testing.B) {
 	b.Run("deferred", func(b *testing.B) {
 		var dst []uint64
 		for range b.N {
-			p := TracePrompt{HashIDs: ids, Len: 12000} // no cache: every block derived
+			p := TracePrompt{HashIDs: ids, Len: 12000}
 			dst = p.AppendBlockHashes(dst[:0], 64, kv.BaseSeed)
 		}
 	})

@@ -73,8 +73,6 @@ type Trace struct {
 	last  int64 // previous timestamp, to enforce the Source ordering contract
 	err   error
 	stats statsCounter
-	// cache remembers hash ids' block hashes for deferred prompts.
-	cache blockCache
 }
 
 // NewTrace prepares replay of r. Nothing is read until the first Next.
@@ -101,7 +99,7 @@ func (t *Trace) Next() (Request, bool) {
 		MaxTokens: *rec.OutputLength,
 	}
 	if t.cfg.DeferTokens {
-		req.Prompt = &TracePrompt{HashIDs: rec.HashIDs, Len: *rec.InputLength, cache: &t.cache}
+		req.Prompt = &TracePrompt{HashIDs: rec.HashIDs, Len: *rec.InputLength}
 	} else {
 		req.Tokens = synthesize(rec.HashIDs, *rec.InputLength)
 	}
