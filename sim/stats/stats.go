@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"switchyard/internal/u64set"
 	"switchyard/router/kv"
 )
 
@@ -141,7 +142,7 @@ type Collector struct {
 
 	loads []LoadSample
 
-	seen                 hashSet // the infinite cache of the bound: sequence hashes
+	seen                 u64set.Set // the infinite cache of the bound: sequence hashes
 	boundTokens, boundHi int64
 }
 
@@ -210,7 +211,7 @@ func (c *Collector) AddPromptBlocks(tokens int, seq []uint64, blockSize int) {
 	prefix := true
 	for _, h := range seq {
 		if prefix {
-			if c.seen.has(h) {
+			if c.seen.Has(h) {
 				c.boundHi += int64(blockSize)
 				continue
 			}
@@ -218,7 +219,7 @@ func (c *Collector) AddPromptBlocks(tokens int, seq []uint64, blockSize int) {
 			// of this prompt can be in the set: stop looking and just remember them.
 			prefix = false
 		}
-		c.seen.add(h)
+		c.seen.Add(h)
 	}
 }
 
