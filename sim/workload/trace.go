@@ -147,8 +147,11 @@ func (t *Trace) read() (traceLine, bool) {
 
 func (t *Trace) parse(raw []byte) (traceLine, error) {
 	var rec traceLine
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return rec, fmt.Errorf("malformed JSON: %w", err)
+	if !parseTraceLine(raw, &rec) {
+		rec = traceLine{}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return rec, fmt.Errorf("malformed JSON: %w", err)
+		}
 	}
 	switch {
 	case rec.Timestamp == nil:
