@@ -481,15 +481,21 @@ func (r *Run) arrive(wr workload.Request, now time.Time) {
 	q := &request{run: r, core: r.route(), wr: wr, id: wr.ID, arrival: now}
 	// The simulator is a trusted internal caller: it hands the picker the
 	// prompt's token ids, as prompt rendering will for live requests. Only
-	// the KV-aware pickers and a recording read them, so a trace's prompts
-	// are synthesized for those alone; the engines and the statistics take
-	// the prompt's block hashes.
+	// the KV-aware pickers and a recording read them, and a trace's prompts
+	// are synthesized for a recording alone: the KV-aware pickers, the
+	// engines and the statistics take the prompt's block hashes.
 	var toks []uint32
-	if r.kvEnabled || r.opts.Record != nil {
+	var blocks picker.BlockHasher
+	switch {
+	case r.opts.Record != nil:
 		toks = q.wr.PromptTokens()
+	case r.kvEnabled && q.wr.Tokens == nil && q.wr.Prompt != nil:
+		blocks = q
+	case r.kvEnabled:
+		toks = q.wr.Tokens
 	}
-	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces,
-		PromptTokens: uint64(q.wr.PromptLen()), Tokens: toks, MaxTokens: wr.MaxTokens, Route: "sim", Now: now}
+	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces, PromptTokens: uint64(q.wr.PromptLen()),
+		Tokens: toks, Blocks: blocks, MaxTokens: wr.MaxTokens, Route: "sim", Now: now}
 	if r.opts.Observer != nil {
 		r.opts.Observer.Arrived(&q.wr, q.promptBlocks())
 	}
@@ -515,6 +521,15 @@ func (q *request) promptBlocks() *engine.PromptBlocks {
 		q.blocks = &engine.PromptBlocks{BlockSize: bs, Len: q.wr.PromptLen(), Local: local, Chained: kv.SequenceHashes(local)}
 	}
 	return q.blocks
+}
+
+// AppendBlockHashes hashes the prompt for a KV-aware picker: the hashes
+// taken at arrival when the size and seed are theirs.
+func (q *request) AppendBlockHashes(dst []uint64, blockSize int, seed uint64) []uint64 {
+	if blockSize == q.run.blockSize && seed == kv.BaseSeed {
+		return append(dst, q.promptBlocks().Local...)
+	}
+	return q.wr.AppendBlockHashes(dst, blockSize, seed)
 }
 
 func (r *Run) lookup(p picker.Pin) (*worker, *rank) {
