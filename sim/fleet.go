@@ -220,9 +220,15 @@ func keyspaceOf(key string) events.Keyspace {
 func (w *worker) engineNow(now time.Time) time.Time { return now.Add(-w.offset) }
 
 // submit hands a hop to a rank's engine.
-func (rk *rank) submit(j *job, tokens []uint32, maxTokens, imported int, now time.Time) {
+func (rk *rank) submit(j *job, maxTokens, imported int, now time.Time) {
 	rk.jobs[j.req.id] = j
-	rk.eng.Submit(engine.Request{ID: j.req.id, Tokens: tokens, MaxTokens: maxTokens, Imported: imported, Arrival: now}, rk.w.engineNow(now))
+	er := engine.Request{ID: j.req.id, MaxTokens: maxTokens, Imported: imported, Arrival: now}
+	if rk.w.group.BlockSize == rk.w.run.blockSize {
+		er.Blocks = j.req.promptBlocks() // hashed once for every hop
+	} else {
+		er.Tokens = j.req.wr.PromptTokens()
+	}
+	rk.eng.Submit(er, rk.w.engineNow(now))
 	rk.changed(now)
 	rk.reschedule()
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"switchyard/fakefleet/engine"
 	"switchyard/sim/stats"
 	"switchyard/sim/workload"
 )
@@ -12,8 +13,8 @@ func Collect(c *stats.Collector) Observer { return collector{c} }
 
 type collector struct{ c *stats.Collector }
 
-func (o collector) Arrived(req *workload.Request, blockSize int) {
-	o.c.AddPrompt(req.Tokens, blockSize)
+func (o collector) Arrived(req *workload.Request, blocks *engine.PromptBlocks) {
+	o.c.AddPromptBlocks(blocks.Len, blocks.Chained, blocks.BlockSize)
 }
 
 func (o collector) Finished(r Result) {

@@ -16,6 +16,7 @@ import (
 	"switchyard/router/core"
 	"switchyard/router/discovery"
 	"switchyard/router/events"
+	"switchyard/router/kv"
 	"switchyard/router/picker"
 	"switchyard/sim/workload"
 )
@@ -27,8 +28,10 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // Observer sees a run's results as they happen, so a caller can aggregate
 // without the run holding every request.
 type Observer interface {
-	// Arrived is called for each request as it reaches the router.
-	Arrived(req *workload.Request, blockSize int)
+	// Arrived is called for each request as it reaches the router, with
+	// its prompt's block hashes at the first fleet group's block size
+	// (the base seed's, as the engines hash), computed once per request.
+	Arrived(req *workload.Request, blocks *engine.PromptBlocks)
 	// Finished is called once per request when it ends, served or not.
 	Finished(r Result)
 	// Load is called when a rank's KV blocks in use change (at publish).
@@ -153,6 +156,8 @@ type request struct {
 	out    int
 	cached int
 	ended  bool
+	// blocks are the prompt's hashes at the run's block size, once asked for.
+	blocks *engine.PromptBlocks
 }
 
 // New prepares a run of sc.
@@ -209,7 +214,7 @@ func (r *Run) Execute() (Summary, error) {
 	if src == nil {
 		var closer io.Closer
 		var err error
-		if src, closer, err = r.sc.Source(); err != nil {
+		if src, closer, err = r.sc.source(true); err != nil {
 			return Summary{}, err
 		}
 		if closer != nil {
@@ -475,11 +480,24 @@ func (r *Run) arrive(wr workload.Request, now time.Time) {
 	r.summary.Requests++
 	q := &request{run: r, core: r.route(), wr: wr, id: wr.ID, arrival: now}
 	// The simulator is a trusted internal caller: it hands the picker the
-	// prompt's token ids, as prompt rendering will for live requests.
-	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces,
-		PromptTokens: uint64(len(wr.Tokens)), Tokens: wr.Tokens, MaxTokens: wr.MaxTokens, Route: "sim", Now: now}
+	// prompt's token ids, as prompt rendering will for live requests. Only
+	// the KV-aware pickers and a recording read them, and a trace's prompts
+	// are synthesized for a recording alone: the KV-aware pickers, the
+	// engines and the statistics take the prompt's block hashes.
+	var toks []uint32
+	var blocks picker.BlockHasher
+	switch {
+	case r.opts.Record != nil:
+		toks = q.wr.PromptTokens()
+	case r.kvEnabled && q.wr.Tokens == nil && q.wr.Prompt != nil:
+		blocks = q
+	case r.kvEnabled:
+		toks = q.wr.Tokens
+	}
+	q.pr = picker.Request{ID: wr.ID, Model: r.sc.Model, Namespaces: r.namespaces, PromptTokens: uint64(q.wr.PromptLen()),
+		Tokens: toks, Blocks: blocks, MaxTokens: wr.MaxTokens, Route: "sim", Now: now}
 	if r.opts.Observer != nil {
-		r.opts.Observer.Arrived(&wr, r.blockSize)
+		r.opts.Observer.Arrived(&q.wr, q.promptBlocks())
 	}
 	sel, ok := q.core.Pick(core.Arrival{Req: q.pr, Session: wr.Session})
 	if !ok {
@@ -493,6 +511,25 @@ func (r *Run) arrive(wr workload.Request, now time.Time) {
 	}
 	r.inflight[q.id] = q
 	q.hop(now, 0, q.dispatch)
+}
+
+// promptBlocks hashes the prompt at the run's block size, once.
+func (q *request) promptBlocks() *engine.PromptBlocks {
+	if q.blocks == nil {
+		bs := q.run.blockSize
+		local := q.wr.AppendBlockHashes(nil, bs, kv.BaseSeed)
+		q.blocks = &engine.PromptBlocks{BlockSize: bs, Len: q.wr.PromptLen(), Local: local, Chained: kv.SequenceHashes(local)}
+	}
+	return q.blocks
+}
+
+// AppendBlockHashes hashes the prompt for a KV-aware picker: the hashes
+// taken at arrival when the size and seed are theirs.
+func (q *request) AppendBlockHashes(dst []uint64, blockSize int, seed uint64) []uint64 {
+	if blockSize == q.run.blockSize && seed == kv.BaseSeed {
+		return append(dst, q.promptBlocks().Local...)
+	}
+	return q.wr.AppendBlockHashes(dst, blockSize, seed)
 }
 
 func (r *Run) lookup(p picker.Pin) (*worker, *rank) {
@@ -523,7 +560,7 @@ func (q *request) dispatch(now time.Time) {
 		}
 		// The prefill hop computes the prompt and one token, as the
 		// frontend's max_tokens=1 prefill request does.
-		q.prank.submit(&job{req: q, prefill: true}, q.wr.Tokens, 1, 0, now)
+		q.prank.submit(&job{req: q, prefill: true}, 1, 0, now)
 		return
 	}
 	q.toDecode(now)
@@ -541,9 +578,9 @@ func (q *request) toDecode(now time.Time) {
 	// After a prefill hop the prompt's KV arrives with the request.
 	imported := 0
 	if q.prefill != nil {
-		imported = len(q.wr.Tokens)
+		imported = q.wr.PromptLen()
 	}
-	q.drank.submit(&job{req: q}, q.wr.Tokens, q.wr.MaxTokens, imported, now)
+	q.drank.submit(&job{req: q}, q.wr.MaxTokens, imported, now)
 }
 
 // output handles one engine output for the request's hop on rk.
@@ -564,7 +601,7 @@ func (q *request) output(rk *rank, j *job, o engine.Output, now time.Time) {
 		}
 		if o.Finished {
 			// The decode worker receives the prefill worker's KV first.
-			q.hop(now, transferTime(q.decode, len(q.wr.Tokens)), q.toDecode)
+			q.hop(now, transferTime(q.decode, q.wr.PromptLen()), q.toDecode)
 		}
 		return
 	}
@@ -631,7 +668,7 @@ func (q *request) finish(now time.Time, status, why string) {
 	q.ended = true
 	r := q.run
 	delete(r.inflight, q.id)
-	res := Result{ID: q.id, Arrival: q.arrival.Sub(Epoch), PromptTokens: len(q.wr.Tokens), CachedTokens: q.cached,
+	res := Result{ID: q.id, Arrival: q.arrival.Sub(Epoch), PromptTokens: q.wr.PromptLen(), CachedTokens: q.cached,
 		OutputTokens: q.out, Status: status, Reason: q.sel.DecodeReason}
 	if q.decode != nil {
 		res.Worker = q.decode.label

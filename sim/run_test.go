@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/fakefleet/engine"
 	"switchyard/recorder"
 	"switchyard/router/core"
 	"switchyard/router/envelope"
@@ -279,9 +280,9 @@ type countingObserver struct {
 	arrived, finished, loads int
 }
 
-func (o *countingObserver) Arrived(*workload.Request, int)     { o.arrived++ }
-func (o *countingObserver) Finished(Result)                    { o.finished++ }
-func (o *countingObserver) Load(time.Duration, string, uint64) { o.loads++ }
+func (o *countingObserver) Arrived(*workload.Request, *engine.PromptBlocks) { o.arrived++ }
+func (o *countingObserver) Finished(Result)                                 { o.finished++ }
+func (o *countingObserver) Load(time.Duration, string, uint64)              { o.loads++ }
 
 func TestUntilCancelsWhatIsStillRunning(t *testing.T) {
 	sc := scenario(t, aggScenario+"until: 2s\n")

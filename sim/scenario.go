@@ -933,7 +933,11 @@ func (sc *Scenario) validate(needWorkload bool) []error {
 }
 
 // Source builds the scenario's workload.
-func (sc *Scenario) Source() (workload.Source, io.Closer, error) {
+func (sc *Scenario) Source() (workload.Source, io.Closer, error) { return sc.source(false) }
+
+// source builds the workload; deferTokens leaves a trace's prompts
+// unsynthesized (workload.TraceConfig.DeferTokens), for a run.
+func (sc *Scenario) source(deferTokens bool) (workload.Source, io.Closer, error) {
 	w := sc.Workload
 	switch {
 	case w.Poisson != nil:
@@ -964,7 +968,7 @@ func (sc *Scenario) Source() (workload.Source, io.Closer, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("workload.trace: %w", err)
 		}
-		t, err := workload.NewTrace(f, workload.TraceConfig{Speedup: w.Trace.Speedup})
+		t, err := workload.NewTrace(f, workload.TraceConfig{Speedup: w.Trace.Speedup, DeferTokens: deferTokens})
 		if err != nil {
 			f.Close()
 			return nil, nil, err

@@ -45,6 +45,28 @@ type Request struct {
 	// them in the prefix cache without computing them. At least one token
 	// is always computed, so the first output still takes a step.
 	Imported int
+	// Blocks, when its BlockSize is the engine's, are the prompt's block
+	// hashes computed by the host, which then may leave Tokens nil and
+	// give the prompt's length in Blocks.Len: a simulator hashes each
+	// prompt once for every engine and statistic that needs it.
+	Blocks *PromptBlocks
+}
+
+// PromptBlocks are a prompt's length and the hashes of its complete
+// blocks: Local are kv.BlockHashes under the base seed, Chained their
+// kv.SequenceHashes. The engine only reads them.
+type PromptBlocks struct {
+	BlockSize      int
+	Len            int
+	Local, Chained []uint64
+}
+
+// promptLen is the prompt's length in tokens.
+func (r *Request) promptLen() int {
+	if r.Tokens == nil && r.Blocks != nil {
+		return r.Blocks.Len
+	}
+	return len(r.Tokens)
 }
 
 // Output reports what one request did in a step.
@@ -156,7 +178,7 @@ func New(cfg Config) *Engine {
 // at now, so requests submitted at the same instant share a batch.
 func (e *Engine) Submit(r Request, now time.Time) {
 	s := newSeq(r, e.cfg.BlockSize)
-	if why := e.refuse(len(r.Tokens) + s.maxTokens); why != NotRejected {
+	if why := e.refuse(s.prompt + s.maxTokens); why != NotRejected {
 		e.queued = append(e.queued, Output{RequestID: r.ID, Finished: true, Rejected: true, Reason: why})
 	} else {
 		e.waiting = append(e.waiting, s)

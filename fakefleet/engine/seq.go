@@ -8,6 +8,7 @@ import "switchyard/router/kv"
 // and recompute after preemption is a prefill of prompt + generated.
 type seq struct {
 	req       Request
+	prompt    int // tokens
 	maxTokens int
 	generated int
 	computed  int
@@ -27,11 +28,17 @@ type seq struct {
 }
 
 func newSeq(r Request, blockSize int) *seq {
-	local := kv.BlockHashes(r.Tokens, blockSize, kv.Seed("", ""))
-	return &seq{req: r, maxTokens: max(1, r.MaxTokens), tokens: local, hashes: kv.SequenceHashes(local),
-		imported: min(max(r.Imported, 0), len(r.Tokens))}
+	n := r.promptLen()
+	s := &seq{req: r, prompt: n, maxTokens: max(1, r.MaxTokens), imported: min(max(r.Imported, 0), n)}
+	if b := r.Blocks; b != nil && b.BlockSize == blockSize {
+		s.tokens, s.hashes = b.Local, b.Chained
+	} else {
+		s.tokens = kv.BlockHashes(r.Tokens, blockSize, kv.Seed("", ""))
+		s.hashes = kv.SequenceHashes(s.tokens)
+	}
+	return s
 }
 
-func (s *seq) target() int    { return len(s.req.Tokens) + s.generated }
+func (s *seq) target() int    { return s.prompt + s.generated }
 func (s *seq) held() int      { return len(s.cached) + s.private }
 func (s *seq) decoding() bool { return s.generated > 0 && s.target()-s.computed <= 1 }

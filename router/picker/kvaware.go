@@ -162,7 +162,7 @@ func (k *kvPolicy) prepare(req Request, pools *pools) {
 	if k.opts.PredictCache {
 		k.tracker.ExpirePredicted(req.Now)
 	}
-	if req.Tokens == nil {
+	if req.Tokens == nil && req.Blocks == nil {
 		k.result = KVTokenizerUnavailable
 		if req.NoTokens != "" {
 			k.result = req.NoTokens
@@ -183,7 +183,11 @@ func (k *kvPolicy) prepare(req Request, pools *pools) {
 		if bs == 0 {
 			break
 		}
-		k.hashes[i] = kv.AppendBlockHashes(k.hashes[i][:0], req.Tokens, bs, seed)
+		if req.Tokens != nil {
+			k.hashes[i] = kv.AppendBlockHashes(k.hashes[i][:0], req.Tokens, bs, seed)
+		} else {
+			k.hashes[i] = req.Blocks.AppendBlockHashes(k.hashes[i][:0], bs, seed)
+		}
 		k.tracker.Match(k.hashes[i], &k.matches)
 		for j, r := range k.matches.Ranks {
 			k.overlap[r] = k.matches.Blocks[j]

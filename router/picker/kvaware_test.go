@@ -319,3 +319,30 @@ func TestUnsupportedBlockSizesAreReported(t *testing.T) {
 	f.pickTokens(tokens(0, 128))
 	require.ElementsMatch(t, []string{"m/64", "m/8"}, heard, "a third size and one below 16")
 }
+
+// tokenBlocks hands a prompt's block hashes without its token ids, as the
+// simulator does.
+type tokenBlocks []uint32
+
+func (t tokenBlocks) AppendBlockHashes(dst []uint64, bs int, seed uint64) []uint64 {
+	return kv.AppendBlockHashes(dst, t, bs, seed)
+}
+
+// A prompt given as block hashes scores the overlap its token ids would.
+func TestKVOverlapFromGivenBlockHashes(t *testing.T) {
+	a, b := aggregated(1), aggregated(2)
+	f := newKVFixture(t, DefaultKVOptions(), a, b)
+	prompt := tokens(0, 160)
+	f.cache(b, prompt[:128])
+	for _, w := range []*discovery.Worker{a, b} {
+		f.sample(w, 0, wire.ActiveLoad{KVUsedBlocks: u64(50)})
+	}
+	f.nextID++
+	sel, ok := f.dispatch(Request{ID: f.nextID, Model: "m", Namespaces: []string{"ns"}, PromptTokens: 160,
+		Blocks: tokenBlocks(prompt), Now: f.clk.Now()})
+	require.True(t, ok)
+	require.Equal(t, uint64(2), sel.Decode.WorkerID)
+	require.Equal(t, ReasonKVAware, sel.DecodeReason)
+	require.Equal(t, 1, f.kvCounts[KVOverlap])
+	require.Zero(t, f.kvCounts[KVTokenizerUnavailable])
+}

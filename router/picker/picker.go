@@ -36,12 +36,22 @@ type Request struct {
 	// artifact_unpinned, prompt_too_large, render_unavailable); empty
 	// counts tokenizer_unavailable.
 	NoTokens string
+	// Blocks, when Tokens is nil, hashes the prompt's blocks instead: a
+	// trusted internal caller (the simulator) that keeps no token ids
+	// hands over what kv.AppendBlockHashes of them would give.
+	Blocks BlockHasher
 
 	// Route and MaxTokens describe the request to a recording: the
 	// ingress route and the requested output limit (0 when the client set
 	// none). Pickers do not read them.
 	Route     string
 	MaxTokens int
+}
+
+// BlockHasher appends the LocalBlockHash of every complete block of a
+// prompt, as kv.AppendBlockHashes over its token ids.
+type BlockHasher interface {
+	AppendBlockHashes(dst []uint64, blockSize int, seed uint64) []uint64
 }
 
 // Pin is one chosen worker rank.

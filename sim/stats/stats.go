@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"switchyard/internal/u64set"
 	"switchyard/router/kv"
 )
 
@@ -141,7 +142,7 @@ type Collector struct {
 
 	loads []LoadSample
 
-	seen                 hashSet // the infinite cache of the bound: sequence hashes
+	seen                 u64set.Set // the infinite cache of the bound: sequence hashes
 	boundTokens, boundHi int64
 }
 
@@ -199,12 +200,18 @@ func (c *Collector) AddLoad(s LoadSample) { c.loads = append(c.loads, s) }
 // blocks up to and including it was seen before; a trailing partial block never hits but its
 // tokens count in the denominator. A non-positive blockSize counts the tokens and never hits.
 func (c *Collector) AddPrompt(tokens []uint32, blockSize int) {
-	c.boundTokens += int64(len(tokens))
-	seq := kv.SequenceHashes(kv.BlockHashes(tokens, blockSize, kv.BaseSeed))
+	c.AddPromptBlocks(len(tokens), kv.SequenceHashes(kv.BlockHashes(tokens, blockSize, kv.BaseSeed)), blockSize)
+}
+
+// AddPromptBlocks is AddPrompt for a prompt of tokens whose blocks the caller hashed already:
+// seq are the sequence hashes (kv.SequenceHashes of kv.BlockHashes under kv.BaseSeed) of its
+// complete blocks of blockSize tokens.
+func (c *Collector) AddPromptBlocks(tokens int, seq []uint64, blockSize int) {
+	c.boundTokens += int64(tokens)
 	prefix := true
 	for _, h := range seq {
 		if prefix {
-			if c.seen.has(h) {
+			if c.seen.Has(h) {
 				c.boundHi += int64(blockSize)
 				continue
 			}
@@ -212,7 +219,7 @@ func (c *Collector) AddPrompt(tokens []uint32, blockSize int) {
 			// of this prompt can be in the set: stop looking and just remember them.
 			prefix = false
 		}
-		c.seen.add(h)
+		c.seen.Add(h)
 	}
 }
 

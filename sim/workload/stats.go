@@ -1,6 +1,10 @@
 package workload
 
-import "io"
+import (
+	"io"
+
+	"switchyard/internal/u64set"
+)
 
 // TraceStats summarizes a trace the way the Mooncake paper does, so a replay can be checked
 // against published figures before it is trusted.
@@ -31,13 +35,13 @@ func ratio(a, b int64) float64 {
 }
 
 // statsCounter accumulates TraceStats; seen is the infinite cache. It grows with the number of
-// distinct hash ids (about 8 bytes each plus map overhead), bounded by the trace file's own size.
+// distinct hash ids (at most 32 bytes each), bounded by the trace file's own size.
 type statsCounter struct {
 	TraceStats
-	seen map[uint64]struct{}
+	seen u64set.Set
 }
 
-func newStatsCounter() statsCounter { return statsCounter{seen: make(map[uint64]struct{})} }
+func newStatsCounter() statsCounter { return statsCounter{} }
 
 func (c *statsCounter) add(rec traceLine) {
 	c.Requests++
@@ -46,13 +50,12 @@ func (c *statsCounter) add(rec traceLine) {
 	c.Blocks += int64(len(rec.HashIDs))
 	prefix := true
 	for _, h := range rec.HashIDs {
-		_, hit := c.seen[h]
-		if hit && prefix {
+		if prefix && c.seen.Has(h) {
 			c.HitBlocks++
 		} else {
 			prefix = false
 		}
-		c.seen[h] = struct{}{}
+		c.seen.Add(h)
 	}
 }
 

@@ -26,6 +26,10 @@ type TraceConfig struct {
 	// MaxInputTokens refuses lines whose input_length would allocate more. 0 means
 	// DefaultMaxInputTokens. The cap is checked before the prompt is synthesized.
 	MaxInputTokens int
+	// DeferTokens leaves each Request's Tokens nil and describes its
+	// prompt in Request.Prompt instead, for a receiver that mostly needs
+	// only the prompt's length and block hashes.
+	DeferTokens bool
 }
 
 func (c TraceConfig) withDefaults() (TraceConfig, error) {
@@ -89,12 +93,17 @@ func (t *Trace) Next() (Request, bool) {
 	if !ok {
 		return Request{}, false
 	}
-	return Request{
+	req := Request{
 		ID:        uint64(t.stats.Requests),
 		Arrival:   t.arrival(*rec.Timestamp),
-		Tokens:    synthesize(rec.HashIDs, *rec.InputLength),
 		MaxTokens: *rec.OutputLength,
-	}, true
+	}
+	if t.cfg.DeferTokens {
+		req.Prompt = &TracePrompt{HashIDs: rec.HashIDs, Len: *rec.InputLength}
+	} else {
+		req.Tokens = synthesize(rec.HashIDs, *rec.InputLength)
+	}
+	return req, true
 }
 
 // Err returns the error that stopped the trace, nil after a clean end of input.
@@ -138,8 +147,11 @@ func (t *Trace) read() (traceLine, bool) {
 
 func (t *Trace) parse(raw []byte) (traceLine, error) {
 	var rec traceLine
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return rec, fmt.Errorf("malformed JSON: %w", err)
+	if !parseTraceLine(raw, &rec) {
+		rec = traceLine{}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return rec, fmt.Errorf("malformed JSON: %w", err)
+		}
 	}
 	switch {
 	case rec.Timestamp == nil:

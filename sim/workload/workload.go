@@ -16,11 +16,15 @@ import (
 
 // Request is one inference request as the simulator will present it to the router.
 type Request struct {
-	ID        uint64
-	Arrival   time.Duration // offset from the run's start
-	Tokens    []uint32      // the prompt's token ids; owned by the receiver
-	MaxTokens int           // output length
-	Session   uint64        // 0 = none; multi-turn sessions share one
+	ID      uint64
+	Arrival time.Duration // offset from the run's start
+	Tokens  []uint32      // the prompt's token ids; owned by the receiver
+	// Prompt describes a trace prompt whose Tokens are not synthesized yet
+	// (TraceConfig.DeferTokens); PromptLen, PromptTokens and
+	// AppendBlockHashes serve either form.
+	Prompt    *TracePrompt
+	MaxTokens int    // output length
+	Session   uint64 // 0 = none; multi-turn sessions share one
 }
 
 // Source yields requests in non-decreasing Arrival order; ok is false once it is exhausted.

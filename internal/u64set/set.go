@@ -1,22 +1,22 @@
-package stats
+// Package u64set is a set of uint64 keys that only grows, for the
+// simulator's infinite caches: the hit-ratio bound's block hashes (1.4 M
+// for the Mooncake trace) and a trace's hash ids. Go's map spent a tenth
+// of a kv run's time there.
+package u64set
 
-// hashSet is a set of block sequence hashes that only grows: open
-// addressing with linear probing over a table at most half full. The
-// infinite-cache bound keeps every distinct block of a run (1.4 M for the
-// Mooncake trace) and tests or adds one per prompt block; Go's map spent
-// a tenth of a kv run's time there.
-//
-// Sequence hashes are xxh3 outputs, so a multiplicative spread suffices;
-// keys made to collide slow the probes, never past the table's size.
-type hashSet struct {
+// Set is open addressing with linear probing over a table at most half
+// full; the zero value is empty. Keys are xxh3 outputs or a trace's
+// sequential hash ids, which a multiplicative spread scatters; keys made
+// to collide slow the probes, never past the table's size.
+type Set struct {
 	slots   []uint64 // 0 marks an empty slot; the hash 0 is kept in hasZero
 	shift   uint     // 64 - log2(len(slots))
 	n       int
 	hasZero bool
 }
 
-// has reports whether h is in the set.
-func (s *hashSet) has(h uint64) bool {
+// Has reports whether h is in the set.
+func (s *Set) Has(h uint64) bool {
 	if h == 0 {
 		return s.hasZero
 	}
@@ -34,8 +34,8 @@ func (s *hashSet) has(h uint64) bool {
 	}
 }
 
-// add puts h in the set.
-func (s *hashSet) add(h uint64) {
+// Add puts h in the set.
+func (s *Set) Add(h uint64) {
 	if h == 0 {
 		s.hasZero = true
 		return
@@ -56,17 +56,17 @@ func (s *hashSet) add(h uint64) {
 	}
 }
 
-// len is how many hashes the set holds.
-func (s *hashSet) len() int {
+// Len is how many hashes the set holds.
+func (s *Set) Len() int {
 	if s.hasZero {
 		return s.n + 1
 	}
 	return s.n
 }
 
-func (s *hashSet) home(h uint64) int { return int((h * 0x9e3779b97f4a7c15) >> s.shift) }
+func (s *Set) home(h uint64) int { return int((h * 0x9e3779b97f4a7c15) >> s.shift) }
 
-func (s *hashSet) grow() {
+func (s *Set) grow() {
 	old := s.slots
 	size := max(1024, 2*len(old))
 	s.slots = make([]uint64, size)
@@ -77,7 +77,7 @@ func (s *hashSet) grow() {
 	s.n = 0
 	for _, h := range old {
 		if h != 0 {
-			s.add(h)
+			s.Add(h)
 		}
 	}
 }

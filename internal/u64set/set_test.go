@@ -1,4 +1,4 @@
-package stats
+package u64set
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // into a few home slots, and for the hash 0.
 func TestHashSetMatchesMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var s hashSet
+		var s Set
 		want := map[uint64]bool{}
 		crowd := rapid.Bool().Draw(t, "crowd")
 		key := func(label string) uint64 {
@@ -22,20 +22,20 @@ func TestHashSetMatchesMap(t *testing.T) {
 		}
 		for range rapid.IntRange(0, 3000).Draw(t, "adds") {
 			k := key("add")
-			s.add(k)
+			s.Add(k)
 			want[k] = true
 		}
-		if s.len() != len(want) {
-			t.Fatalf("len %d, want %d", s.len(), len(want))
+		if s.Len() != len(want) {
+			t.Fatalf("len %d, want %d", s.Len(), len(want))
 		}
 		for k := range want {
-			if !s.has(k) {
+			if !s.Has(k) {
 				t.Fatalf("%x missing", k)
 			}
 		}
 		for range 50 {
-			if k := key("probe"); s.has(k) != want[k] {
-				t.Fatalf("has %x = %v, want %v", k, s.has(k), want[k])
+			if k := key("probe"); s.Has(k) != want[k] {
+				t.Fatalf("has %x = %v, want %v", k, s.Has(k), want[k])
 			}
 		}
 	})
