@@ -226,42 +226,26 @@ func (f *PoolFleet) Remove(name string, at time.Time) []events.Event {
 }
 
 func (f *PoolFleet) describe(p *corev1.Pod) *poolPod {
-	e := &poolPod{name: p.Name, ip: podIP(p.Status.PodIP), ready: podReady(p), kvPort: f.kvEventsPort(p),
-		replayPort: f.kvReplayPort(p)}
+	e := &poolPod{name: p.Name, ip: podIP(p.Status.PodIP), ready: podReady(p), kvPort: f.annotatedPort(p, AnnotationKVEventsPort, f.cfg.KVEventsPort),
+		replayPort: f.annotatedPort(p, AnnotationKVReplayPort, f.cfg.KVReplayPort)}
 	if e.ready && e.ip != "" && f.port > 0 {
 		e.out = published{namespace: f.cfg.DynamoNamespace, records: f.records(e)}
 	}
 	return e
 }
 
-// kvEventsPort reads the Pod's annotation, falling back to the default
-// (and counting the Pod refused) when it is not a port.
-func (f *PoolFleet) kvEventsPort(p *corev1.Pod) int {
-	v, ok := p.Annotations[AnnotationKVEventsPort]
+// annotatedPort reads a port from the Pod's annotation, falling back to
+// the pool's setting (and counting the Pod refused) when it is not a port.
+func (f *PoolFleet) annotatedPort(p *corev1.Pod, annotation string, fallback int) int {
+	v, ok := p.Annotations[annotation]
 	if !ok {
-		return f.cfg.KVEventsPort
+		return fallback
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 65535 {
 		f.count(KindRefused)
-		f.log.Warn("ignoring a kv-events port annotation that is not a port", "pod", p.Name, "annotation", AnnotationKVEventsPort, "value", v)
-		return f.cfg.KVEventsPort
-	}
-	return n
-}
-
-// kvReplayPort reads the Pod's replay annotation, falling back to the
-// pool's (and counting the Pod refused) when it is not a port.
-func (f *PoolFleet) kvReplayPort(p *corev1.Pod) int {
-	v, ok := p.Annotations[AnnotationKVReplayPort]
-	if !ok {
-		return f.cfg.KVReplayPort
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 65535 {
-		f.count(KindRefused)
-		f.log.Warn("ignoring a kv-replay port annotation that is not a port", "pod", p.Name, "annotation", AnnotationKVReplayPort, "value", v)
-		return f.cfg.KVReplayPort
+		f.log.Warn("ignoring a port annotation that is not a port", "pod", p.Name, "annotation", annotation, "value", v)
+		return fallback
 	}
 	return n
 }
