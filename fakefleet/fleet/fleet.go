@@ -479,13 +479,33 @@ func (f *Fleet) Reregister(ctx context.Context, id uint64) (uint64, error) {
 		f.order[i] = next
 	}
 	f.mu.Unlock()
-	if !m.stalled.Load() {
-		for rank := range uint32(max(f.spec.DPSize, 1)) {
-			_ = m.loads.Load().Publish(rank) // the first sample under the new identity
-		}
-	}
+	_ = f.publishLoad(m) // the first sample under the new identity
 	f.log.Info("fake worker registered again", "role", m.Role, "old_instance_id", fmt.Sprintf("%x", id), "instance_id", fmt.Sprintf("%x", next))
 	return next, nil
+}
+
+// PublishLoad publishes every rank's current load now, changed or not,
+// unless the worker is stalled. ZMQ PUB drops what is sent before a
+// subscriber joins, so a worker's first sample can be lost to a router
+// that connects a moment later; a test that needs one sends it again.
+func (f *Fleet) PublishLoad(id uint64) error {
+	m, err := f.member(id)
+	if err != nil {
+		return err
+	}
+	return f.publishLoad(m)
+}
+
+func (f *Fleet) publishLoad(m *Member) error {
+	if m.stalled.Load() {
+		return nil
+	}
+	for rank := range uint32(max(f.spec.DPSize, 1)) {
+		if err := m.loads.Load().Publish(rank); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Gap makes a worker's next load message skip a sequence.

@@ -332,11 +332,16 @@ func TestLeaseExpiryAndRegistrationUnderANewLease(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, old, next, "a new lease is a new instance id")
 	require.Equal(t, []uint64{next, other}, []uint64{s.fleet.Members()[0].ID(), s.fleet.Members()[1].ID()}, "start order kept")
+	// The first sample under the new id races the router's subscription
+	// (ZMQ PUB drops what precedes it): publish again until one lands.
 	eventually(t, "the worker to return under its new id with a load sample", func() bool {
 		for _, w := range s.router.Discovery().Snapshot().Workers {
 			if w.InstanceID == next {
-				_, ok := s.router.Loads().Latest(load.Key{Namespace: w.Namespace, WorkerID: next})
-				return ok
+				if _, ok := s.router.Loads().Latest(load.Key{Namespace: w.Namespace, WorkerID: next}); ok {
+					return true
+				}
+				require.NoError(t, s.fleet.PublishLoad(next))
+				return false
 			}
 		}
 		return false
