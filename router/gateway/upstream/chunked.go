@@ -55,10 +55,10 @@ func parseChunkSize(line []byte) (int64, error) {
 		default:
 			return 0, fmt.Errorf("%w: chunk size %q", errBadChunk, clip(line))
 		}
-		n = n<<4 | int64(d)
-		if n > maxChunkSize {
+		if n > maxChunkSize>>4 {
 			return 0, fmt.Errorf("%w: chunk size too large", errBadChunk)
 		}
+		n = n<<4 | int64(d)
 	}
 	return n, nil
 }
