@@ -135,16 +135,12 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (*
 	}
 	f.keepAlive = f.keepAlive && !closeAfter
 	resp.Request = req
-	if f.kind == noBody {
+	if f.kind == noBody || f.kind == lengthBody && f.length == 0 {
 		resp.Body = http.NoBody
 		t.release(c, stop, f.keepAlive)
 		return resp, nil
 	}
 	resp.Body = &body{t: t, c: c, ctx: ctx, stop: stop, f: f, left: f.length}
-	if f.kind == lengthBody && f.length == 0 {
-		resp.Body = http.NoBody
-		t.release(c, stop, f.keepAlive)
-	}
 	return resp, nil
 }
 
