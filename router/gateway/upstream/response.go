@@ -23,8 +23,8 @@ var (
 )
 
 // noAnswerError is a read that failed before any byte of the answer
-// arrived: on a reused connection, the sign of a server that closed it
-// while it idled.
+// arrived. It is not retried: the request went out, and the server may
+// have acted on it before it closed the connection.
 type noAnswerError struct{ err error }
 
 func (e *noAnswerError) Error() string {

@@ -58,10 +58,11 @@ func handles(req *http.Request) bool {
 }
 
 // RoundTrip sends req and reads the answer's head on the caller's
-// goroutine. On a reused connection that turns out to have been closed by
-// its server (nothing of the request went out, or not a byte came back)
-// it tries once more on a new connection; never otherwise, as inference
-// requests are not idempotent.
+// goroutine. Pooled connections their server closed are skipped; on a
+// reused connection that still fails before any byte of the request went
+// out it tries once more on a new connection. Never once the request was
+// sent, even if not a byte came back: the server may have acted on it,
+// and inference requests are not idempotent.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !handles(req) {
 		return t.Fallback.RoundTrip(req)
@@ -92,7 +93,11 @@ func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, 
 	}
 	var c *conn
 	if !fresh {
-		c = t.pool.get(key)
+		// A connection its server closed while it idled is dropped here,
+		// before any byte of the request could be lost with it.
+		for c = t.pool.get(key); c != nil && peerClosed(c.nc); c = t.pool.get(key) {
+			c.close()
+		}
 	}
 	if c == nil {
 		nc, err := t.dialer.DialContext(ctx, "tcp", key)
@@ -187,12 +192,10 @@ func (e *unsentError) Error() string { return "upstream: writing the request: " 
 func (e *unsentError) Unwrap() error { return e.err }
 
 // staleConn reports whether err is what a reused connection that its
-// server had closed looks like: nothing of the request sent, or nothing
-// of the answer received.
+// server had closed looks like before anything of the request was sent.
 func staleConn(err error) bool {
 	var unsent *unsentError
-	var noAnswer *noAnswerError
-	return errors.As(err, &unsent) || errors.As(err, &noAnswer)
+	return errors.As(err, &unsent)
 }
 
 // isNetError tells a socket's failure from a request the writer refused.
