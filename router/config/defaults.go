@@ -42,6 +42,7 @@ func Default() *Config {
 			ShutdownGrace:        Duration(DefaultShutdownGrace),
 			MaxInFlight:          DefaultMaxInFlight,
 			MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
+			UpstreamClient:       UpstreamClientBuiltin,
 		},
 		Dynamo: Dynamo{
 			Discovery: Discovery{

@@ -120,7 +120,19 @@ type Gateway struct {
 	// past it the gateway answers 503 with Retry-After. It is never less
 	// than MaxBodyBytes in effect, so one body of the largest size fits.
 	MaxBufferedBodyBytes int64 `yaml:"max_buffered_body_bytes"`
+	// UpstreamClient is the HTTP client plain http:// backends are reached
+	// with: UpstreamClientBuiltin (the default) or UpstreamClientNetHTTP.
+	UpstreamClient string `yaml:"upstream_client"`
 }
+
+// Upstream clients (gateway.upstream_client).
+const (
+	// UpstreamClientBuiltin reads and writes each upstream request on its
+	// handler's goroutine; https:// backends still use net/http.
+	UpstreamClientBuiltin = "builtin"
+	// UpstreamClientNetHTTP sends every upstream request through net/http.
+	UpstreamClientNetHTTP = "net/http"
+)
 
 // APIKey is one client credential of the gateway. When any key is
 // configured, every /v1 request needs one as a bearer token.

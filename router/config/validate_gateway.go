@@ -45,6 +45,9 @@ func (k *checker) gateway(c *Config) {
 		k.err(p+".max_buffered_body_bytes", "must be between %d (1 KiB) and %d (64 GiB), got %d",
 			minBodyBytes, int64(maxBufferedBodyBytes), g.MaxBufferedBodyBytes)
 	}
+	if g.UpstreamClient != UpstreamClientBuiltin && g.UpstreamClient != UpstreamClientNetHTTP {
+		k.err(p+".upstream_client", "must be %q or %q, got %q", UpstreamClientBuiltin, UpstreamClientNetHTTP, g.UpstreamClient)
+	}
 }
 
 // apiKeys checks the client credentials. Messages never repeat a key.

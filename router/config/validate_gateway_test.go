@@ -97,6 +97,8 @@ func TestValidateGateway(t *testing.T) {
 		{"in flight one", g(func(g *Gateway) { g.MaxInFlight = 1 }), wantOK, "", ""},
 		{"in flight zero", g(func(g *Gateway) { g.MaxInFlight = 0 }), wantErr, p + ".max_in_flight", "between 1 and"},
 		{"in flight huge", g(func(g *Gateway) { g.MaxInFlight = 1<<20 + 1 }), wantErr, p + ".max_in_flight", "between 1 and"},
+		{"net/http client", g(func(g *Gateway) { g.UpstreamClient = UpstreamClientNetHTTP }), wantOK, "", ""},
+		{"unknown client", g(func(g *Gateway) { g.UpstreamClient = "curl" }), wantErr, p + ".upstream_client", `"builtin" or "net/http"`},
 	})
 }
 

@@ -85,7 +85,7 @@ type Gateway struct {
 	clock     clock.Clock
 	est       picker.Estimator
 	onOutcome func(Outcome)
-	transport *http.Transport
+	transport *upstreams
 	prober    *prober
 
 	st  atomic.Pointer[state]
@@ -120,7 +120,7 @@ func New(cfg *config.Config, o Options) *Gateway {
 	if o.Estimator == nil {
 		o.Estimator = picker.Heuristic{}
 	}
-	t := newTransport()
+	t := newUpstreams()
 	g := &Gateway{
 		registry: o.Registry, pinner: o.Pinner, prompter: o.Prompter, metrics: o.Metrics, log: o.Log,
 		clock: o.Clock, est: o.Estimator, onOutcome: o.OnOutcome, transport: t,
@@ -154,6 +154,7 @@ func (g *Gateway) install(cfg *config.Config, old map[string]*runtime) {
 		names[i] = b.Name
 	}
 	g.metrics.SetBackends(names)
+	g.transport.configure(cfg.Gateway)
 	st, stale := buildState(cfg, old, g.prober)
 	g.st.Store(st)
 	for _, rt := range stale {

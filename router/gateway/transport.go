@@ -3,13 +3,19 @@ package gateway
 import (
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
+
+	"switchyard/router/config"
+	upstreamhttp "switchyard/router/gateway/upstream"
 )
 
-// newTransport is the upstream HTTP/1.1 client transport. Inference
-// traffic is many concurrent long requests to a few hosts, so idle
-// connections are kept per host well beyond net/http's default of 2;
-// otherwise every burst would open (and then close) fresh connections.
+// newTransport is net/http's upstream HTTP/1.1 client transport, for
+// https:// backends and for every backend under
+// gateway.upstream_client: net/http. Inference traffic is many concurrent
+// long requests to a few hosts, so idle connections are kept per host
+// well beyond net/http's default of 2; otherwise every burst would open
+// (and then close) fresh connections.
 func newTransport() *http.Transport {
 	return &http.Transport{
 		// Backends are addressed directly; an environment proxy meant for
@@ -36,3 +42,34 @@ func newTransport() *http.Transport {
 		WriteBufferSize:   32 << 10,
 	}
 }
+
+// upstreams sends each upstream request (probes included) through the
+// client gateway.upstream_client names: the builtin one, which writes and
+// reads on the caller's goroutine and hands https:// to net/http, or
+// net/http's for everything.
+type upstreams struct {
+	std     *http.Transport
+	builtin *upstreamhttp.Transport
+	useStd  atomic.Bool
+}
+
+func newUpstreams() *upstreams {
+	std := newTransport()
+	return &upstreams{std: std, builtin: upstreamhttp.New(std)}
+}
+
+// configure follows a (re)loaded configuration; requests already sent
+// finish on the client they started with.
+func (u *upstreams) configure(g config.Gateway) {
+	u.useStd.Store(g.UpstreamClient == config.UpstreamClientNetHTTP)
+}
+
+func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
+	if u.useStd.Load() {
+		return u.std.RoundTrip(req)
+	}
+	return u.builtin.RoundTrip(req)
+}
+
+// CloseIdleConnections closes both clients' idle connections.
+func (u *upstreams) CloseIdleConnections() { u.builtin.CloseIdleConnections() }

@@ -1,0 +1,49 @@
+package upstream
+
+import (
+	"bufio"
+	"net"
+	"time"
+)
+
+// bufferSize is each connection's read and write buffer, as the gateway's
+// net/http transport had.
+const bufferSize = 32 << 10
+
+// conn is one keep-alive TCP connection with its buffers. It is used by
+// one request at a time: the pool hands it out and takes it back.
+type conn struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	key string // the pool's host key
+	// written counts the bytes that reached the socket for the current
+	// request, so a failed reuse can tell whether anything went out.
+	written int64
+	idleAt  time.Time
+	reused  bool // taken from the pool rather than dialled for this request
+}
+
+func newConn(nc net.Conn, key string) *conn {
+	c := &conn{nc: nc, key: key}
+	c.br = bufio.NewReaderSize(nc, bufferSize)
+	c.bw = bufio.NewWriterSize(writeCounter{c}, bufferSize)
+	return c
+}
+
+// writeCounter counts what the buffered writer hands to the socket.
+type writeCounter struct{ c *conn }
+
+func (w writeCounter) Write(p []byte) (int, error) {
+	n, err := w.c.nc.Write(p)
+	w.c.written += int64(n)
+	return n, err
+}
+
+func (c *conn) close() { _ = c.nc.Close() }
+
+// aLongTimeAgo is a deadline already past: setting it wakes any blocked
+// read or write on the connection with a timeout error.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (c *conn) interrupt() { _ = c.nc.SetDeadline(aLongTimeAgo) }

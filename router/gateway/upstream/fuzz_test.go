@@ -1,0 +1,78 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scriptedConn answers every request with the bytes it holds.
+type scriptedConn struct {
+	r io.Reader
+}
+
+func (c *scriptedConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (c *scriptedConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *scriptedConn) Close() error                     { return nil }
+func (c *scriptedConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *scriptedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *scriptedConn) SetDeadline(time.Time) error      { return nil }
+func (c *scriptedConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// FuzzResponse feeds arbitrary bytes to the answer path: head, framing
+// and body. It must never panic, and a body never yields more bytes than
+// the input held.
+func FuzzResponse(f *testing.F) {
+	for _, seed := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\nclose-delimited",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n",
+		"HTTP/1.1 200 OK\nx-lower: v\n\nbare LF",
+		"HTTP/1.1 999 \r\n\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := New(http.DefaultTransport)
+		c := newConn(&scriptedConn{r: bytes.NewReader(data)}, "fuzz:80")
+		req, err := http.NewRequest(http.MethodPost, "http://fuzz/", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.exchange(context.Background(), c, req)
+		if err != nil {
+			return
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		if n > int64(len(data)) {
+			t.Fatalf("body of %d bytes from %d bytes of input", n, len(data))
+		}
+		_ = resp.Body.Close()
+		tr.CloseIdleConnections()
+	})
+}
+
+// FuzzChunkSize checks the chunk-size parser against its definition: hex
+// digits, optional extensions, never a negative size.
+func FuzzChunkSize(f *testing.F) {
+	for _, seed := range []string{"0\r\n", "1a;ext=v\r\n", "FFFF \r\n", "\r\n", "-1\r\n", "1000000000000000000\r\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		n, err := readChunkSize(bufio.NewReader(bytes.NewReader(line)))
+		if err == nil && (n < 0 || n > maxChunkSize) {
+			t.Fatalf("size %d from %q", n, line)
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// skippedRequestHeaders are written by writeRequest itself (Host, framing,
+// Connection) or never sent (Trailer: bodies always have a known length).
+var skippedRequestHeaders = map[string]bool{
+	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Connection": true,
+}
+
+// writeRequest writes req's head and its body of known length to w and
+// flushes. The caller has checked that req fits (see supported).
+func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
+	uri := req.URL.RequestURI()
+	if !validRequestTarget(uri) {
+		return fmt.Errorf("upstream: invalid request target %q", uri)
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !validHeaderValue(host) {
+		return errors.New("upstream: invalid Host")
+	}
+	w.WriteString(req.Method)
+	w.WriteByte(' ')
+	w.WriteString(uri)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(host)
+	w.WriteString("\r\n")
+	if n := req.ContentLength; n > 0 || n == 0 && methodExpectsBody(req.Method) {
+		var digits [20]byte
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(digits[:0], n, 10))
+		w.WriteString("\r\n")
+	}
+	if closeAfter {
+		w.WriteString("Connection: close\r\n")
+	}
+	for name, values := range req.Header {
+		if skippedRequestHeaders[name] {
+			continue
+		}
+		if !validHeaderName(name) {
+			return fmt.Errorf("upstream: invalid header name %q", name)
+		}
+		for _, v := range values {
+			if !validHeaderValue(v) {
+				return fmt.Errorf("upstream: invalid value for header %q", name)
+			}
+			w.WriteString(name)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	w.WriteString("\r\n")
+	if err := writeBody(w, req); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// writeBody copies exactly req.ContentLength bytes of the body.
+func writeBody(w *bufio.Writer, req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0 {
+		return nil
+	}
+	var n int64
+	var err error
+	if wt, ok := req.Body.(io.WriterTo); ok {
+		// An in-memory body (bytes.Reader, strings.Reader) copies without
+		// an intermediate buffer.
+		n, err = wt.WriteTo(w)
+	} else {
+		n, err = io.CopyN(w, req.Body, req.ContentLength)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("upstream: writing the request body: %w", err)
+	}
+	if n != req.ContentLength {
+		return fmt.Errorf("upstream: request body is %d bytes, Content-Length says %d", n, req.ContentLength)
+	}
+	return nil
+}
+
+// methodExpectsBody reports whether an empty body is still announced with
+// "Content-Length: 0", as net/http does.
+func methodExpectsBody(m string) bool {
+	return m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch
+}
+
+// closeRequested reports whether req asks for the connection to end after
+// its answer.
+func closeRequested(req *http.Request) bool {
+	if req.Close {
+		return true
+	}
+	for _, v := range req.Header["Connection"] {
+		if hasToken(v, "close") {
+			return true
+		}
+	}
+	return false
+}
+
+// hasToken reports whether the comma-separated list v holds token,
+// ignoring case.
+func hasToken(v, token string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(strings.TrimSpace(part), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// validRequestTarget rejects a target that would break the request line.
+func validRequestTarget(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName[T string | []byte](s T) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// validHeaderValue rejects control characters (tab aside), which could
+// end the header line early.
+func validHeaderValue[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,199 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// maxHeadBytes caps one response head (status line and headers), as
+// MaxResponseHeaderBytes did on the net/http transport: heads are small,
+// and a backend sending megabytes of headers is broken or hostile.
+const maxHeadBytes = 64 << 10
+
+// maxInformational caps the 1xx answers skipped before the final one.
+const maxInformational = 5
+
+var (
+	errHeadTooLarge    = errors.New("upstream: response head exceeds 64 KiB")
+	errTooManyInterims = errors.New("upstream: too many 1xx responses")
+)
+
+// noAnswerError is a read that failed before any byte of the answer
+// arrived. It is not retried: the request went out, and the server may
+// have acted on it before it closed the connection.
+type noAnswerError struct{ err error }
+
+func (e *noAnswerError) Error() string {
+	return "upstream: connection closed before any byte of the answer: " + e.err.Error()
+}
+func (e *noAnswerError) Unwrap() error { return e.err }
+
+// readHead reads the status line and headers of the final answer to a
+// request, skipping 1xx interim answers. The body, if any, follows in br.
+func readHead(br *bufio.Reader) (*http.Response, error) {
+	for interim := 0; ; interim++ {
+		resp, err := readOneHead(br, interim == 0)
+		if err != nil {
+			return nil, err
+		}
+		code := resp.StatusCode
+		if code >= 200 || code == http.StatusSwitchingProtocols {
+			if code == http.StatusSwitchingProtocols {
+				return nil, errors.New("upstream: unexpected 101 Switching Protocols")
+			}
+			return resp, nil
+		}
+		if interim == maxInformational {
+			return nil, errTooManyInterims
+		}
+	}
+}
+
+// readOneHead reads one response head. first marks the first head of an
+// answer, whose empty read is reported as a noAnswerError.
+func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
+	budget := maxHeadBytes
+	line, err := readLine(br, &budget)
+	if err != nil {
+		if first && len(line) == 0 && isPeerClose(err) {
+			return nil, &noAnswerError{err}
+		}
+		return nil, headError(err)
+	}
+	resp, err := parseStatusLine(line)
+	if err != nil {
+		return nil, err
+	}
+	values := make([]string, 0, 8) // one backing array for most heads
+	h := make(http.Header, 8)
+	for {
+		line, err := readLine(br, &budget)
+		if err != nil {
+			return nil, headError(err)
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, err := parseHeaderLine(line)
+		if err != nil {
+			return nil, err
+		}
+		if len(values) == cap(values) {
+			values = make([]string, 0, 8)
+		}
+		values = append(values, value)
+		v := values[len(values)-1 : len(values) : len(values)]
+		if old, ok := h[name]; ok {
+			h[name] = append(old, value)
+		} else {
+			h[name] = v
+		}
+	}
+	resp.Header = h
+	return resp, nil
+}
+
+// headError words a failed head read; an early EOF is unexpected there.
+func headError(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	if errors.Is(err, errHeadTooLarge) {
+		return err
+	}
+	return fmt.Errorf("upstream: reading the response head: %w", err)
+}
+
+// readLine reads one line without its line ending (CRLF, or a bare LF as
+// net/http accepts), charging it to budget. The returned slice is only
+// valid until the next read from br.
+func readLine(br *bufio.Reader, budget *int) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		// A line longer than the buffer: gather it within the budget.
+		long := append([]byte(nil), line...)
+		for err == bufio.ErrBufferFull && len(long) <= *budget {
+			line, err = br.ReadSlice('\n')
+			long = append(long, line...)
+		}
+		line = long
+	}
+	if len(line) > *budget {
+		return nil, errHeadTooLarge
+	}
+	*budget -= len(line)
+	if err != nil {
+		return line, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// parseStatusLine parses "HTTP/1.x 200 OK"; the reason may be empty.
+func parseStatusLine(line []byte) (*http.Response, error) {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
+		(line[7] != '0' && line[7] != '1') || (len(line) > 12 && line[12] != ' ') {
+		return nil, fmt.Errorf("upstream: malformed status line %q", clip(line))
+	}
+	code := 0
+	for _, c := range line[9:12] {
+		if c < '0' || c > '9' {
+			return nil, fmt.Errorf("upstream: malformed status code in %q", clip(line))
+		}
+		code = code*10 + int(c-'0')
+	}
+	if code < 100 {
+		return nil, fmt.Errorf("upstream: malformed status code in %q", clip(line))
+	}
+	var reason []byte
+	if len(line) > 12 {
+		reason = line[13:]
+	}
+	if !validHeaderValue(reason) {
+		return nil, errors.New("upstream: control character in the status line")
+	}
+	resp := &http.Response{StatusCode: code, Status: statusText(code, reason), ProtoMajor: 1, Proto: "HTTP/1.1"}
+	if line[7] == '0' {
+		resp.Proto = "HTTP/1.0"
+	} else {
+		resp.ProtoMinor = 1
+	}
+	return resp, nil
+}
+
+// parseHeaderLine splits "Name: value", the name canonicalized and the
+// value trimmed.
+func parseHeaderLine(line []byte) (string, string, error) {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			return "", "", errors.New("upstream: folded header line in the response")
+		}
+		return "", "", fmt.Errorf("upstream: malformed header line %q", clip(line))
+	}
+	name := line[:colon]
+	if !validHeaderName(name) {
+		return "", "", fmt.Errorf("upstream: invalid header name %q", clip(name))
+	}
+	value := bytes.Trim(line[colon+1:], " \t")
+	if !validHeaderValue(value) {
+		return "", "", fmt.Errorf("upstream: invalid value for header %q", clip(name))
+	}
+	return canonicalKey(name), string(value), nil
+}
+
+// clip bounds an echoed input in an error message.
+func clip(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,244 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// Transport is an http.RoundTripper for plain HTTP/1.1 backends; see the
+// package comment. It is safe for concurrent use.
+type Transport struct {
+	// Fallback serves the requests Transport does not speak (see
+	// handles); it must be set.
+	Fallback http.RoundTripper
+	dialer   net.Dialer
+	pool     *pool
+}
+
+// New returns a Transport that sends what it cannot serve to fallback.
+func New(fallback http.RoundTripper) *Transport {
+	return &Transport{
+		Fallback: fallback,
+		// The limits of the gateway's net/http transport.
+		dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
+		pool:   newPool(),
+	}
+}
+
+// CloseIdleConnections closes the pooled connections, and the fallback's.
+func (t *Transport) CloseIdleConnections() {
+	t.pool.closeIdle()
+	if c, ok := t.Fallback.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// handles reports whether Transport serves req itself: plain http to a
+// host, a method that is a token, and a body of known length (the
+// gateway always holds the whole body) without trailers.
+func handles(req *http.Request) bool {
+	u := req.URL
+	if u == nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+		return false
+	}
+	if req.Method == http.MethodConnect || !validHeaderName(req.Method) {
+		return false
+	}
+	if len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 || req.Header.Get("Expect") != "" {
+		return false
+	}
+	unknownLength := req.Body != nil && req.Body != http.NoBody && req.ContentLength <= 0
+	return !unknownLength
+}
+
+// RoundTrip sends req and reads the answer's head on the caller's
+// goroutine. Pooled connections their server closed are skipped; on a
+// reused connection that still fails before any byte of the request went
+// out it tries once more on a new connection. Never once the request was
+// sent, even if not a byte came back: the server may have acted on it,
+// and inference requests are not idempotent.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !handles(req) {
+		return t.Fallback.RoundTrip(req)
+	}
+	ctx := req.Context()
+	key := hostPort(req)
+	for retry := false; ; retry = true {
+		resp, c, err := t.tryOnce(ctx, req, key, retry)
+		if err == nil {
+			return resp, nil
+		}
+		if retry || c == nil || !c.reused || !staleConn(err) || ctx.Err() != nil {
+			closeBody(req)
+			return nil, err
+		}
+		closeBody(req)
+		if req, err = rewound(req); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// tryOnce makes one attempt on a pooled connection (unless fresh) or a
+// new one. It returns the connection used, if any, with the error.
+func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, fresh bool) (*http.Response, *conn, error) {
+	if ctx.Err() != nil {
+		return nil, nil, t.failure(ctx, ctx.Err())
+	}
+	var c *conn
+	if !fresh {
+		// A connection its server closed while it idled is dropped here,
+		// before any byte of the request could be lost with it.
+		for c = t.pool.get(key); c != nil && peerClosed(c.nc); c = t.pool.get(key) {
+			c.close()
+		}
+	}
+	if c == nil {
+		nc, err := t.dialer.DialContext(ctx, "tcp", key)
+		if err != nil {
+			return nil, nil, t.failure(ctx, fmt.Errorf("upstream: %w", err))
+		}
+		c = newConn(nc, key)
+	}
+	resp, err := t.exchange(ctx, c, req)
+	return resp, c, err
+}
+
+// exchange writes req on c and reads the answer's head. The context's
+// cancellation interrupts a blocked write or read by putting the
+// connection's deadline in the past; no goroutine waits on it.
+func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (*http.Response, error) {
+	stop := noStop
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, c.interrupt)
+	}
+	c.written = 0
+	closeAfter := closeRequested(req)
+	if err := writeRequest(c.bw, req, closeAfter); err != nil {
+		t.release(c, stop, false)
+		if c.written == 0 && isNetError(err) {
+			err = &unsentError{err}
+		}
+		return nil, t.failure(ctx, err)
+	}
+	closeBody(req)
+	resp, err := readHead(c.br)
+	if err != nil {
+		t.release(c, stop, false)
+		return nil, t.failure(ctx, err)
+	}
+	f, err := frameOf(resp, req.Method)
+	if err != nil {
+		t.release(c, stop, false)
+		return nil, err
+	}
+	f.keepAlive = f.keepAlive && !closeAfter
+	resp.Request = req
+	if f.kind == noBody || f.kind == lengthBody && f.length == 0 {
+		resp.Body = http.NoBody
+		t.release(c, stop, f.keepAlive)
+		return resp, nil
+	}
+	resp.Body = &body{t: t, c: c, ctx: ctx, stop: stop, f: f, left: f.length}
+	return resp, nil
+}
+
+func noStop() bool { return true }
+
+// release pools c when it may carry another request, and closes it
+// otherwise. A context whose interrupt already fired (stop reports
+// false) may have set a deadline on c, which is then never reused.
+func (t *Transport) release(c *conn, stop func() bool, keepAlive bool) {
+	if stop() && keepAlive && c.br.Buffered() == 0 {
+		c.reused = false
+		t.pool.put(c)
+		return
+	}
+	c.close()
+}
+
+// failure words err, or the context's end when it is why err happened:
+// the error then wraps the context's error and its cause, so callers can
+// tell a cancellation or deadline from a broken backend.
+func (t *Transport) failure(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return &canceledError{err: ctx.Err(), cause: context.Cause(ctx)}
+}
+
+// canceledError is a request ended by its context.
+type canceledError struct{ err, cause error }
+
+func (e *canceledError) Error() string {
+	if e.cause != nil && e.cause != e.err {
+		return "upstream: " + e.err.Error() + ": " + e.cause.Error()
+	}
+	return "upstream: " + e.err.Error()
+}
+
+func (e *canceledError) Unwrap() []error { return []error{e.err, e.cause} }
+
+// unsentError is a write that failed before any byte reached the socket.
+type unsentError struct{ err error }
+
+func (e *unsentError) Error() string { return "upstream: writing the request: " + e.err.Error() }
+func (e *unsentError) Unwrap() error { return e.err }
+
+// staleConn reports whether err is what a reused connection that its
+// server had closed looks like before anything of the request was sent.
+func staleConn(err error) bool {
+	var unsent *unsentError
+	return errors.As(err, &unsent)
+}
+
+// isNetError tells a socket's failure from a request the writer refused.
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed)
+}
+
+// isPeerClose reports whether a read failed because the server closed
+// the connection.
+func isPeerClose(err error) bool {
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
+}
+
+// rewound is req with a fresh copy of its body, for a second attempt.
+func rewound(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	if req.GetBody == nil {
+		return nil, errors.New("upstream: connection closed by the server and the request body cannot be sent again")
+	}
+	b, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	r := *req
+	r.Body = b
+	return &r, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// hostPort is the dial address of req's URL, port 80 by default.
+func hostPort(req *http.Request) string {
+	u := req.URL
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
