@@ -2,8 +2,6 @@
 
 package upstream
 
-import "net"
-
 // peerClosed cannot look at the socket here: a connection the server
 // dropped while it idled shows up as the request's error instead.
-func peerClosed(net.Conn) bool { return false }
+func (c *conn) peerClosed() bool { return false }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,12 @@ type conn struct {
 	written int64
 	idleAt  time.Time
 	reused  bool // taken from the pool rather than dialled for this request
+
+	// The idle-socket check's state (alive_linux.go), set on first use.
+	raw        syscall.RawConn
+	peekFn     func(fd uintptr) bool
+	peekBuf    [1]byte
+	peekClosed bool
 }
 
 func newConn(nc net.Conn, key string) *conn {

@@ -243,7 +243,7 @@ func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		c := tr.pool.get(rs.ln.Addr().String())
 		defer tr.pool.put(c)
-		return peerClosed(c.nc)
+		return c.peerClosed()
 	}, 10*time.Second, time.Millisecond)
 	_, body = roundTrip(t, tr, post(t, context.Background(), rs.url(), "second"))
 	require.Equal(t, "second", body)

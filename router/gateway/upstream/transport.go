@@ -95,7 +95,7 @@ func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, 
 	if !fresh {
 		// A connection its server closed while it idled is dropped here,
 		// before any byte of the request could be lost with it.
-		for c = t.pool.get(key); c != nil && peerClosed(c.nc); c = t.pool.get(key) {
+		for c = t.pool.get(key); c != nil && c.peerClosed(); c = t.pool.get(key) {
 			c.close()
 		}
 	}
