@@ -101,15 +101,7 @@ func methodExpectsBody(m string) bool {
 // closeRequested reports whether req asks for the connection to end after
 // its answer.
 func closeRequested(req *http.Request) bool {
-	if req.Close {
-		return true
-	}
-	for _, v := range req.Header["Connection"] {
-		if hasToken(v, "close") {
-			return true
-		}
-	}
-	return false
+	return req.Close || connectionClose(req.Header)
 }
 
 // hasToken reports whether the comma-separated list v holds token,

@@ -156,7 +156,6 @@ func noStop() bool { return true }
 // false) may have set a deadline on c, which is then never reused.
 func (t *Transport) release(c *conn, stop func() bool, keepAlive bool) {
 	if stop() && keepAlive && c.br.Buffered() == 0 {
-		c.reused = false
 		t.pool.put(c)
 		return
 	}
