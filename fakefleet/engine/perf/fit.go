@@ -144,7 +144,7 @@ var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth
 // sampler's time per logit, which
 // are fitted only on request so that a fit of the earlier parameters
 // stays the same fit.
-var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us", "pcie_collective_us", "sampling_ns_per_logit")
+var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us", "pcie_collective_us", "pcie_hop_us", "sampling_ns_per_logit")
 
 // DefaultFitParams are the parameters Fit adjusts unless told otherwise:
 // all but allreduce_us and allreduce_step_us. For one TP size the all-reduce latency is a fixed
@@ -176,6 +176,8 @@ func field(p *Profile, name string) (*float64, bool) {
 		return &c.AllReduceStepUs, false
 	case "pcie_collective_us":
 		return &c.PCIeCollectiveUs, false
+	case "pcie_hop_us":
+		return &c.PCIeHopUs, false
 	case "sampling_ns_per_logit":
 		return &c.SamplingNsPerLogit, false
 	case "request_ms":
@@ -226,6 +228,9 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	// so it starts from the generic value.
 	if slices.Contains(params, "pcie_collective_us") && start.Coefficients.PCIeCollectiveUs == 0 {
 		start.Coefficients.PCIeCollectiveUs = DefaultCoefficients.PCIeCollectiveUs
+	}
+	if slices.Contains(params, "pcie_hop_us") && start.Coefficients.PCIeHopUs == 0 {
+		start.Coefficients.PCIeHopUs = GenericPCIeHopUs
 	}
 	// The same for the sampler's time per logit: a profile without it
 	// prices no sampling, and the search starts from the generic value.

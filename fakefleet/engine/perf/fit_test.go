@@ -140,6 +140,34 @@ func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
 	}
 }
 
+func TestFitStartsAnUnsetPCIeHopAtTheGenericValueAndRecoversIt(t *testing.T) {
+	truth := testProfile()
+	truth.TP, truth.GPU.Interconnect = 4, "PCIe Gen4 x16"
+	truth.Coefficients.PCIeHopUs = 90
+	s := decode(1000, 2000)
+	want := truth.Timing().StepTime(s).Seconds()
+	start := truth
+	start.Coefficients.PCIeHopUs = 0
+	first := -1.0
+	loss := func(p Profile) (float64, error) {
+		if first < 0 {
+			first = p.Coefficients.PCIeHopUs
+		}
+		e := p.Timing().StepTime(s).Seconds()/want - 1
+		return e * e, nil
+	}
+	got, err := Fit(start, loss, FitOptions{Params: []string{"pcie_hop_us"}, MaxEvals: 200, Tol: 1e-12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != GenericPCIeHopUs {
+		t.Errorf("the search started at %v µs, want the generic %v", first, GenericPCIeHopUs)
+	}
+	if v := got.Coefficients.PCIeHopUs; math.Abs(v/90-1) > 0.01 {
+		t.Errorf("pcie_hop_us = %v, want 90", v)
+	}
+}
+
 // TestFitRecoversTheSamplingTime: the sampler's time per logit is fitted
 // from zero only when named, starting at the generic value, and recovered
 // from steps whose sequence counts and vocabularies differ.

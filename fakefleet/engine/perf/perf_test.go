@@ -265,6 +265,41 @@ func TestPCIeCollectiveLatencyPricesAllReducesOverPCIe(t *testing.T) {
 	near(t, "TP2 decode over NVLink", nvlink, 7.5904e9*2/2/2e12+1001*131072/2/2e12+64*(7e-6+4096*2/450e9))
 }
 
+// TestPCIeHopPricesRingStepsAndAllToAllHops: with pcie_hop_us a TP all-reduce
+// over PCIe costs 2·(tp−1) hops and an expert-parallel all-to-all ep−1,
+// and the per-collective latency is then ignored.
+func TestPCIeHopPricesRingStepsAndAllToAllHops(t *testing.T) {
+	c := unit
+	c.PCIeCollectiveUs, c.PCIeHopUs = 500, 40
+	for _, tp := range []int{2, 4} {
+		with := newRoofline(denseModel(), pcieGPU(), tp, 1, c).StepTime(decode(1000))
+		off := c
+		off.PCIeCollectiveUs, off.PCIeHopUs = 0, 0
+		base := newRoofline(denseModel(), pcieGPU(), tp, 1, off).StepTime(decode(1000))
+		// 64 all-reduces: the hops replace the NVLink-style fixed latency.
+		want := 64 * (float64(2*(tp-1))*40e-6 - off.allReduceLatency(tp))
+		near(t, fmt.Sprintf("TP%d hops", tp), with-base, want)
+	}
+	m := moeModel()
+	s := decode(make([]int, 64)...)
+	for _, ep := range []int{2, 4} {
+		with := newRoofline(m, pcieGPU(), 1, ep, c).StepTime(s)
+		c1 := c
+		c1.PCIeHopUs = 0
+		c1.PCIeCollectiveUs = 40 * float64(ep-1) // the same latency, per collective
+		same := newRoofline(m, pcieGPU(), 1, ep, c1).StepTime(s)
+		if with != same {
+			t.Errorf("EP%d: %v priced per hop, %v at the same latency per all-to-all", ep, with, same)
+		}
+	}
+	// Over NVLink the hops play no part.
+	off := c
+	off.PCIeHopUs, off.PCIeCollectiveUs = 0, 0
+	if a, b := newRoofline(denseModel(), testGPU(), 2, 1, c).StepTime(decode(1000)), newRoofline(denseModel(), testGPU(), 2, 1, off).StepTime(decode(1000)); a != b {
+		t.Errorf("TP2 over NVLink: %v with the PCIe hop, %v without", a, b)
+	}
+}
+
 func TestExpertParallelAllToAllsOverPCIe(t *testing.T) {
 	c := unit
 	c.PCIeCollectiveUs = 100

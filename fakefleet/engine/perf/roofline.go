@@ -48,6 +48,14 @@ type Coefficients struct {
 	// it pricing as they did: PCIe all-reduces at AllReduceUs and
 	// expert-parallel all-to-alls not priced.
 	PCIeCollectiveUs float64 `json:"pcie_collective_us,omitempty"`
+	// PCIeHopUs prices collectives over PCIe per hop instead: a ring
+	// all-reduce over tp GPUs synchronises 2·(tp−1) times (reduce-scatter,
+	// then all-gather), an all-to-all over ep GPUs ep−1 times. One figure
+	// per collective cannot serve both: the calibration set's TP2
+	// all-reduces over PCIe ask about 175 µs each, its expert-parallel
+	// all-to-alls about 100, which one hop of about 90 µs explains. When
+	// set it replaces PCIeCollectiveUs.
+	PCIeHopUs float64 `json:"pcie_hop_us,omitempty"`
 	// SamplingNsPerLogit is the sampler's time per vocabulary entry of
 	// every sequence in a step, in nanoseconds. After the LM head vLLM
 	// turns each sequence's logits (one per vocabulary entry, gathered
@@ -82,6 +90,22 @@ var DefaultCoefficients = Coefficients{
 // the generic profile and fits that do not name it price as they did
 // before the term existed.
 const GenericSamplingNsPerLogit = 0.1
+
+// GenericPCIeHopUs is where a fit of pcie_hop_us starts when the profile
+// leaves it unset; like the sampler's, it is not in DefaultCoefficients.
+const GenericPCIeHopUs = 50
+
+// pcieCollective is the latency in seconds of one collective of hops
+// ring steps over PCIe, and whether PCIe collectives are priced at all.
+func (c Coefficients) pcieCollective(hops int) (float64, bool) {
+	switch {
+	case c.PCIeHopUs > 0:
+		return c.PCIeHopUs * float64(hops) * 1e-6, true
+	case c.PCIeCollectiveUs > 0:
+		return c.PCIeCollectiveUs * 1e-6, true
+	}
+	return 0, false
+}
 
 // kvBandwidthEfficiency is KVBandwidthEfficiency, or BandwidthEfficiency
 // where it is unset.
@@ -149,8 +173,8 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 		r.allReduceFixed = c.allReduceLatency(tp)
 		// A ring all-reduce sends 2(n−1)/n of the 16-bit activations.
 		r.allReduceBytesPerTok = 2 * (group - 1) / group * float64(m.HiddenSize) * 2 / g.linkBandwidth()
-		if g.onPCIe() && c.PCIeCollectiveUs > 0 {
-			r.allReduceFixed = c.PCIeCollectiveUs * 1e-6
+		if lat, ok := c.pcieCollective(2 * (tp - 1)); ok && g.onPCIe() {
+			r.allReduceFixed = lat
 		}
 	}
 	r.priceExpertAllToAll(m, g, ep, c)
@@ -160,15 +184,16 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 // priceExpertAllToAll sets the all-to-alls of expert parallelism over
 // PCIe: per MoE layer one dispatches every token's 16-bit activations to
 // its k experts and one combines the results, the share (ep−1)/ep of them
-// crossing to another GPU. They are priced only with PCIeCollectiveUs set
-// (see Coefficients); over NVLink they are not priced.
+// crossing to another GPU. They are priced only with PCIeHopUs or
+// PCIeCollectiveUs set (see Coefficients); over NVLink they are not priced.
 func (r *Roofline) priceExpertAllToAll(m ModelSpec, g GPUSpec, ep int, c Coefficients) {
-	if ep <= 1 || m.MoE == nil || !g.onPCIe() || c.PCIeCollectiveUs <= 0 {
+	lat, ok := c.pcieCollective(ep - 1)
+	if ep <= 1 || m.MoE == nil || !g.onPCIe() || !ok {
 		return
 	}
 	n := float64(ep)
 	r.allToAlls = 2 * float64(m.moeLayers())
-	r.allToAllFixed = c.PCIeCollectiveUs * 1e-6
+	r.allToAllFixed = lat
 	r.allToAllBytesPerTok = float64(m.MoE.ExpertsPerToken) * (n - 1) / n * float64(m.HiddenSize) * 2 / g.linkBandwidth()
 }
 
