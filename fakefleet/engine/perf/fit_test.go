@@ -83,8 +83,10 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 	}
 	start := truth
 	start.Coefficients = DefaultCoefficients
-	params := DefaultFitParams[:6] // request_ms plays no part in a step
+	params := []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+		"step_overhead_us", "seq_overhead_us"} // request_ms plays no part in a step
 	start.Coefficients.AllReduceUs = truth.Coefficients.AllReduceUs
+	start.Coefficients.AllReduceDoublingUs = truth.Coefficients.AllReduceDoublingUs
 	got, err := Fit(start, loss, FitOptions{Params: params, MaxEvals: 3000, Tol: 1e-12})
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +134,8 @@ func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first != DefaultCoefficients.PCIeCollectiveUs {
-		t.Errorf("the search started at %v µs, want the generic %v", first, DefaultCoefficients.PCIeCollectiveUs)
+	if first != GenericPCIeCollectiveUs {
+		t.Errorf("the search started at %v µs, want the generic %v", first, GenericPCIeCollectiveUs)
 	}
 	if v := got.Coefficients.PCIeCollectiveUs; math.Abs(v/150-1) > 0.01 {
 		t.Errorf("pcie_collective_us = %v, want 150", v)
@@ -160,8 +162,8 @@ func TestFitStartsAnUnsetPCIeHopAtTheGenericValueAndRecoversIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first != GenericPCIeHopUs {
-		t.Errorf("the search started at %v µs, want the generic %v", first, GenericPCIeHopUs)
+	if first != DefaultCoefficients.PCIeHopUs {
+		t.Errorf("the search started at %v µs, want the generic %v", first, DefaultCoefficients.PCIeHopUs)
 	}
 	if v := got.Coefficients.PCIeHopUs; math.Abs(v/90-1) > 0.01 {
 		t.Errorf("pcie_hop_us = %v, want 90", v)

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"math"
+	"math/bits"
 	"time"
 
 	"switchyard/fakefleet/engine"
@@ -39,6 +40,12 @@ type Coefficients struct {
 	// TP4 and TP8 too low. It adds to AllReduceUs; 0 (absent) keeps
 	// profiles written before it pricing as they did.
 	AllReduceStepUs float64 `json:"allreduce_step_us,omitempty"`
+	// AllReduceDoublingUs is the latency of one round of an all-reduce that
+	// halves (or doubles) the group each round, as over NVSwitch: ⌈log2 tp⌉
+	// rounds, so TP2 pays one, TP4 two and TP8 three. It adds to
+	// AllReduceUs and AllReduceStepUs; 0 (absent) keeps profiles written
+	// before it pricing as they did.
+	AllReduceDoublingUs float64 `json:"allreduce_doubling_us,omitempty"`
 	// PCIeCollectiveUs is the fixed latency of one collective between GPUs
 	// joined by PCIe rather than NVLink: a tensor-parallel all-reduce, or
 	// one of the two all-to-alls (dispatch and combine) an expert-parallel
@@ -71,29 +78,37 @@ type Coefficients struct {
 }
 
 // allReduceLatency is the latency of one all-reduce over tp GPUs in
-// seconds, before its bytes: the fixed part and 2·(tp−1) ring steps.
+// seconds, before its bytes: the fixed part, 2·(tp−1) ring steps and
+// ⌈log2 tp⌉ halving rounds.
 func (c Coefficients) allReduceLatency(tp int) float64 {
-	return (c.AllReduceUs + 2*float64(tp-1)*c.AllReduceStepUs) * 1e-6
+	rounds := float64(bits.Len(uint(max(tp, 1) - 1)))
+	return (c.AllReduceUs + 2*float64(tp-1)*c.AllReduceStepUs + rounds*c.AllReduceDoublingUs) * 1e-6
 }
 
 // DefaultCoefficients are generic starting values, not fitted on any
 // measurement: typical shares of peak for a well-tuned engine and
 // overheads of the order vLLM's scheduler and CUDA graphs show.
+//
+// The KV share is higher than the weights': attention kernels stream the
+// KV cache in long contiguous reads and reach about 0.9 of the datasheet
+// bandwidth (what a streaming copy reaches on HBM), where a weight read is
+// many matrices of every size. An all-reduce costs 10 µs per halving of
+// the group, a PCIe hop 50 µs.
 var DefaultCoefficients = Coefficients{
 	MatmulEfficiency: 0.6, AttentionEfficiency: 0.4, BandwidthEfficiency: 0.8,
-	KVBandwidthEfficiency: 0.8, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
-	PCIeCollectiveUs: 50,
+	KVBandwidthEfficiency: 0.9, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceDoublingUs: 10,
+	PCIeHopUs: 50,
 }
+
+// GenericPCIeCollectiveUs is where a fit of pcie_collective_us starts when
+// the profile leaves it unset.
+const GenericPCIeCollectiveUs = 50
 
 // GenericSamplingNsPerLogit is where a fit of sampling_ns_per_logit starts
 // when the profile leaves it unset. It is not in DefaultCoefficients, so
 // the generic profile and fits that do not name it price as they did
 // before the term existed.
 const GenericSamplingNsPerLogit = 0.1
-
-// GenericPCIeHopUs is where a fit of pcie_hop_us starts when the profile
-// leaves it unset; like the sampler's, it is not in DefaultCoefficients.
-const GenericPCIeHopUs = 50
 
 // pcieCollective is the latency in seconds of one collective of hops
 // ring steps over PCIe, and whether PCIe collectives are priced at all.
