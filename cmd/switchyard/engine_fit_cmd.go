@@ -61,7 +61,7 @@ func newEngineFitCmd() *cobra.Command {
 	fl.IntVar(&f.restarts, "restarts", 0, "searches after the first, each from a fresh simplex around the best point; they stop at the first that does not improve (at most --max-evals each)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the synthesized prompts and arrivals")
 	fl.StringSliceVar(&f.exclude, "exclude", nil, "experiment ids to leave out")
-	fl.StringSliceVar(&f.params, "params", perf.FitParams, "coefficients to fit (allreduce_us and allreduce_step_us need experiments at more than one TP size, pcie_collective_us experiments on PCIe-linked GPUs, sampling_ns_per_logit models of more than one vocabulary size)")
+	fl.StringSliceVar(&f.params, "params", perf.FitParams, "coefficients to fit (allreduce_us, allreduce_step_us and allreduce_doubling_us need experiments at more than one TP size, pcie_collective_us and pcie_hop_us experiments on PCIe-linked GPUs, sampling_ns_per_logit models of more than one vocabulary size)")
 	fl.StringVar(&f.date, "date", "", "date recorded in the fit record, YYYY-MM-DD (default: today, UTC)")
 	fl.BoolVar(&f.lodo, "lodo", false, "leave-one-deployment-out validation instead of one fit")
 	return cmd
@@ -232,10 +232,10 @@ func printFit(w io.Writer, p perf.Profile, full *validate.Calibration, errs []va
 	c := p.Coefficients
 	fmt.Fprintf(w, "Fitted on %d experiments (scale %g, seed %d, %d evaluations, %d restarts): loss %.2f at scale, %.2f at full scale\n\n",
 		len(p.Fit.Experiments), p.Fit.Scale, p.Fit.Seed, p.Fit.Evaluations, p.Fit.Restarts, p.Fit.Objective, p.Fit.FullScaleObjective)
-	fmt.Fprintf(w, "| matmul_efficiency | attention_efficiency | bandwidth_efficiency | kv_bandwidth_efficiency | step_overhead_us | seq_overhead_us | allreduce_us | allreduce_step_us | pcie_collective_us | sampling_ns_per_logit | request_ms |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n| %.4f | %.4f | %.4f | %.4f | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f |\n",
+	fmt.Fprintf(w, "| matmul_efficiency | attention_efficiency | bandwidth_efficiency | kv_bandwidth_efficiency | step_overhead_us | seq_overhead_us | allreduce_us | allreduce_step_us | allreduce_doubling_us | pcie_collective_us | pcie_hop_us | sampling_ns_per_logit | request_ms |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n| %.4f | %.4f | %.4f | %.4f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f |\n",
 		c.MatmulEfficiency, c.AttentionEfficiency, c.BandwidthEfficiency, c.KVBandwidthEfficiency, c.StepOverheadUs, c.SeqOverheadUs, c.AllReduceUs,
-		c.AllReduceStepUs, c.PCIeCollectiveUs, c.SamplingNsPerLogit, p.Overheads.RequestMs)
+		c.AllReduceStepUs, c.AllReduceDoublingUs, c.PCIeCollectiveUs, c.PCIeHopUs, c.SamplingNsPerLogit, p.Overheads.RequestMs)
 	fmt.Fprintf(w, "\nSummary-level APE %% at full scale\n\n%s\n", metricHeader("| experiment |", "|---|"))
 	for i, fc := range full.Cases {
 		fmt.Fprintf(w, "| %s |%s\n", fc.Exp.ID, apeCells(errs[i]))

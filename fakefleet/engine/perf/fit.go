@@ -134,23 +134,25 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// FitParams names the parameters of the step-time model as first
-// calibrated, in its vector order: what a fit adjusts when told "all".
-var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
-	"step_overhead_us", "seq_overhead_us", "allreduce_us", "request_ms"}
+// FitParams is what `engine fit` adjusts unless told otherwise: the
+// coefficients the shipped profiles were fitted on, and the procedure the
+// leave-one-deployment-out validation checks (docs/engine-model.md). The
+// KV share is not among them: only a model without grouped-query
+// attention constrains it, so it stays at the generic value (the attention
+// kernels stream the KV cache near the device's achievable bandwidth).
+var FitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency",
+	"step_overhead_us", "seq_overhead_us", "allreduce_doubling_us", "request_ms", "pcie_hop_us", "sampling_ns_per_logit"}
 
-// AllFitParams names every parameter Fit can adjust: FitParams, the ring
-// all-reduce's per-step latency, the PCIe collective latency and the
-// sampler's time per logit, which
-// are fitted only on request so that a fit of the earlier parameters
-// stays the same fit.
-var AllFitParams = append(slices.Clone(FitParams), "allreduce_step_us", "pcie_collective_us", "sampling_ns_per_logit")
+// AllFitParams names every parameter Fit can adjust: FitParams and the
+// alternatives earlier profiles were fitted with.
+var AllFitParams = append(slices.Clone(FitParams), "kv_bandwidth_efficiency", "allreduce_us", "allreduce_step_us", "pcie_collective_us")
 
-// DefaultFitParams are the parameters Fit adjusts unless told otherwise:
-// all but allreduce_us and allreduce_step_us. For one TP size the all-reduce latency is a fixed
-// cost per step (2·layers of them), indistinguishable from
-// step_overhead_us, so fitting both would let them trade freely.
-var DefaultFitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+// DefaultFitParams are the parameters Fit adjusts when FitOptions name
+// none: those that experiments of one deployment constrain. The all-reduce
+// latencies need more than one TP size (at one they are a fixed cost per
+// step, indistinguishable from step_overhead_us), the PCIe hop PCIe-linked
+// GPUs, and the sampler more than one vocabulary size.
+var DefaultFitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency",
 	"step_overhead_us", "seq_overhead_us", "request_ms"}
 
 // field returns the address of the named parameter in p and whether it is
@@ -174,8 +176,12 @@ func field(p *Profile, name string) (*float64, bool) {
 		return &c.AllReduceUs, false
 	case "allreduce_step_us":
 		return &c.AllReduceStepUs, false
+	case "allreduce_doubling_us":
+		return &c.AllReduceDoublingUs, false
 	case "pcie_collective_us":
 		return &c.PCIeCollectiveUs, false
+	case "pcie_hop_us":
+		return &c.PCIeHopUs, false
 	case "sampling_ns_per_logit":
 		return &c.SamplingNsPerLogit, false
 	case "request_ms":
@@ -225,7 +231,13 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	// from zero would take the search's first steps below a microsecond,
 	// so it starts from the generic value.
 	if slices.Contains(params, "pcie_collective_us") && start.Coefficients.PCIeCollectiveUs == 0 {
-		start.Coefficients.PCIeCollectiveUs = DefaultCoefficients.PCIeCollectiveUs
+		start.Coefficients.PCIeCollectiveUs = GenericPCIeCollectiveUs
+	}
+	if slices.Contains(params, "allreduce_doubling_us") && start.Coefficients.AllReduceDoublingUs == 0 {
+		start.Coefficients.AllReduceDoublingUs = DefaultCoefficients.AllReduceDoublingUs
+	}
+	if slices.Contains(params, "pcie_hop_us") && start.Coefficients.PCIeHopUs == 0 {
+		start.Coefficients.PCIeHopUs = DefaultCoefficients.PCIeHopUs
 	}
 	// The same for the sampler's time per logit: a profile without it
 	// prices no sampling, and the search starts from the generic value.

@@ -83,8 +83,10 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 	}
 	start := truth
 	start.Coefficients = DefaultCoefficients
-	params := DefaultFitParams[:6] // request_ms plays no part in a step
+	params := []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency", "kv_bandwidth_efficiency",
+		"step_overhead_us", "seq_overhead_us"} // request_ms plays no part in a step
 	start.Coefficients.AllReduceUs = truth.Coefficients.AllReduceUs
+	start.Coefficients.AllReduceDoublingUs = truth.Coefficients.AllReduceDoublingUs
 	got, err := Fit(start, loss, FitOptions{Params: params, MaxEvals: 3000, Tol: 1e-12})
 	if err != nil {
 		t.Fatal(err)
@@ -112,31 +114,46 @@ func TestFitErrors(t *testing.T) {
 	}
 }
 
+// TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue: a PCIe latency the
+// profile leaves unset is fitted from the generic value, not from zero,
+// and recovered from a TP step over PCIe.
 func TestFitStartsAnUnsetPCIeLatencyAtTheGenericValue(t *testing.T) {
-	truth := testProfile()
-	truth.TP, truth.GPU.Interconnect = 2, "PCIe Gen4 x16"
-	truth.Coefficients.PCIeCollectiveUs = 150
-	s := decode(1000, 2000)
-	want := truth.Timing().StepTime(s).Seconds()
-	start := truth
-	start.Coefficients.PCIeCollectiveUs = 0
-	first := -1.0 // the latency of the first candidate evaluated
-	loss := func(p Profile) (float64, error) {
-		if first < 0 {
-			first = p.Coefficients.PCIeCollectiveUs
+	for _, tc := range []struct {
+		param        string
+		tp           int
+		truth, start float64
+	}{
+		{"pcie_collective_us", 2, 150, GenericPCIeCollectiveUs},
+		{"pcie_hop_us", 4, 90, DefaultCoefficients.PCIeHopUs},
+	} {
+		truth := testProfile()
+		truth.TP, truth.GPU.Interconnect = tc.tp, "PCIe Gen4 x16"
+		ptr, _ := field(&truth, tc.param)
+		*ptr = tc.truth
+		s := decode(1000, 2000)
+		want := truth.Timing().StepTime(s).Seconds()
+		start := truth
+		ptr, _ = field(&start, tc.param)
+		*ptr = 0
+		first := -1.0 // the latency of the first candidate evaluated
+		loss := func(p Profile) (float64, error) {
+			if first < 0 {
+				v, _ := field(&p, tc.param)
+				first = *v
+			}
+			e := p.Timing().StepTime(s).Seconds()/want - 1
+			return e * e, nil
 		}
-		e := p.Timing().StepTime(s).Seconds()/want - 1
-		return e * e, nil
-	}
-	got, err := Fit(start, loss, FitOptions{Params: []string{"pcie_collective_us"}, MaxEvals: 200, Tol: 1e-12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first != DefaultCoefficients.PCIeCollectiveUs {
-		t.Errorf("the search started at %v µs, want the generic %v", first, DefaultCoefficients.PCIeCollectiveUs)
-	}
-	if v := got.Coefficients.PCIeCollectiveUs; math.Abs(v/150-1) > 0.01 {
-		t.Errorf("pcie_collective_us = %v, want 150", v)
+		got, err := Fit(start, loss, FitOptions{Params: []string{tc.param}, MaxEvals: 200, Tol: 1e-12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != tc.start {
+			t.Errorf("%s: the search started at %v µs, want the generic %v", tc.param, first, tc.start)
+		}
+		if v, _ := field(&got, tc.param); math.Abs(*v/tc.truth-1) > 0.01 {
+			t.Errorf("%s = %v, want %v", tc.param, *v, tc.truth)
+		}
 	}
 }
 
@@ -265,5 +282,26 @@ func TestFitRecordsRestarts(t *testing.T) {
 	}
 	if restarted.Fit.Objective > plain.Fit.Objective {
 		t.Fatalf("objective %v with restarts, %v without", restarted.Fit.Objective, plain.Fit.Objective)
+	}
+}
+
+// TestEveryFitParameterNamesACoefficient: the default, the shipped and
+// the optional parameter lists name only fields Fit can adjust, once each.
+func TestEveryFitParameterNamesACoefficient(t *testing.T) {
+	p := testProfile()
+	seen := map[string]bool{}
+	for _, name := range AllFitParams {
+		if ptr, _ := field(&p, name); ptr == nil || seen[name] {
+			t.Errorf("AllFitParams: %q is unknown or repeated", name)
+		}
+		seen[name] = true
+	}
+	for _, name := range append(slices.Clone(FitParams), DefaultFitParams...) {
+		if !seen[name] {
+			t.Errorf("%q is fitted by default but not in AllFitParams", name)
+		}
+	}
+	if slices.Contains(FitParams, "kv_bandwidth_efficiency") || slices.Contains(FitParams, "allreduce_us") {
+		t.Errorf("FitParams %v fit what the shipped procedure holds fixed", FitParams)
 	}
 }

@@ -40,8 +40,14 @@ func testGPU() GPUSpec {
 // overheads.
 var unit = Coefficients{MatmulEfficiency: 1, AttentionEfficiency: 1, BandwidthEfficiency: 1}
 
+// legacy are the generic coefficients of profiles written before the
+// halving rounds and the PCIe hop: the "prices as before" tests hold
+// such profiles to their old prices.
+var legacy = Coefficients{MatmulEfficiency: 0.6, AttentionEfficiency: 0.4, BandwidthEfficiency: 0.8,
+	KVBandwidthEfficiency: 0.8, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10, PCIeCollectiveUs: 50}
+
 func testProfile() Profile {
-	return Profile{Name: "t", Model: denseModel(), GPU: testGPU(), Coefficients: DefaultCoefficients}.WithDefaults()
+	return Profile{Name: "t", Model: denseModel(), GPU: testGPU(), Coefficients: legacy}.WithDefaults()
 }
 
 func decode(contexts ...int) engine.Step {
@@ -220,6 +226,23 @@ func TestRingAllReduceLatencyGrowsWithTPSize(t *testing.T) {
 	}
 }
 
+func TestHalvingRoundsGrowWithTheLogOfTheTPSize(t *testing.T) {
+	c := unit
+	c.AllReduceUs, c.AllReduceDoublingUs = 1, 3
+	for tp, rounds := range map[int]float64{2: 1, 3: 2, 4: 2, 8: 3} {
+		r := newRoofline(denseModel(), testGPU(), tp, 1, c)
+		n := float64(tp)
+		// 64 all-reduces, each 1 µs fixed, ⌈log2 tp⌉ rounds of 3 µs and
+		// 2·(tp−1)/tp of one token's 8 KiB activations at 450 GB/s.
+		comm := 64 * (1e-6 + rounds*3e-6 + 2*(n-1)/n*4096*2/450e9)
+		kvShare := float64(min(tp, 8)) // the test model's 8 KV heads split over the group
+		near(t, fmt.Sprintf("TP%d decode", tp), r.StepTime(decode(1000)), 7.5904e9*2/n/2e12+1001*131072/kvShare/2e12+comm)
+	}
+	if got := c.allReduceLatency(1); got != 1e-6 {
+		t.Errorf("TP1 latency %v, want only the fixed 1 µs (no rounds)", got)
+	}
+}
+
 func TestProfileWithoutRingStepPricesAsBefore(t *testing.T) {
 	p := testProfile()
 	p.TP = 4
@@ -236,7 +259,7 @@ func TestProfileWithoutRingStepPricesAsBefore(t *testing.T) {
 	}
 	timing := back.Timing()
 	// Only the fixed 10 µs per all-reduce, whatever the TP size.
-	c := DefaultCoefficients
+	c := legacy
 	s := decode(1000)
 	fixedOnly := newRoofline(denseModel(), testGPU(), 4, 1, c).StepTime(s)
 	c.AllReduceUs = 0
@@ -263,6 +286,41 @@ func TestPCIeCollectiveLatencyPricesAllReducesOverPCIe(t *testing.T) {
 	// Over NVLink the PCIe latency plays no part.
 	nvlink := newRoofline(denseModel(), testGPU(), 2, 1, c).StepTime(decode(1000))
 	near(t, "TP2 decode over NVLink", nvlink, 7.5904e9*2/2/2e12+1001*131072/2/2e12+64*(7e-6+4096*2/450e9))
+}
+
+// TestPCIeHopPricesRingStepsAndAllToAllHops: with pcie_hop_us a TP all-reduce
+// over PCIe costs 2·(tp−1) hops and an expert-parallel all-to-all ep−1,
+// and the per-collective latency is then ignored.
+func TestPCIeHopPricesRingStepsAndAllToAllHops(t *testing.T) {
+	c := unit
+	c.PCIeCollectiveUs, c.PCIeHopUs = 500, 40
+	for _, tp := range []int{2, 4} {
+		with := newRoofline(denseModel(), pcieGPU(), tp, 1, c).StepTime(decode(1000))
+		off := c
+		off.PCIeCollectiveUs, off.PCIeHopUs = 0, 0
+		base := newRoofline(denseModel(), pcieGPU(), tp, 1, off).StepTime(decode(1000))
+		// 64 all-reduces: the hops replace the NVLink-style fixed latency.
+		want := 64 * (float64(2*(tp-1))*40e-6 - off.allReduceLatency(tp))
+		near(t, fmt.Sprintf("TP%d hops", tp), with-base, want)
+	}
+	m := moeModel()
+	s := decode(make([]int, 64)...)
+	for _, ep := range []int{2, 4} {
+		with := newRoofline(m, pcieGPU(), 1, ep, c).StepTime(s)
+		c1 := c
+		c1.PCIeHopUs = 0
+		c1.PCIeCollectiveUs = 40 * float64(ep-1) // the same latency, per collective
+		same := newRoofline(m, pcieGPU(), 1, ep, c1).StepTime(s)
+		if with != same {
+			t.Errorf("EP%d: %v priced per hop, %v at the same latency per all-to-all", ep, with, same)
+		}
+	}
+	// Over NVLink the hops play no part.
+	off := c
+	off.PCIeHopUs, off.PCIeCollectiveUs = 0, 0
+	if a, b := newRoofline(denseModel(), testGPU(), 2, 1, c).StepTime(decode(1000)), newRoofline(denseModel(), testGPU(), 2, 1, off).StepTime(decode(1000)); a != b {
+		t.Errorf("TP2 over NVLink: %v with the PCIe hop, %v without", a, b)
+	}
 }
 
 func TestExpertParallelAllToAllsOverPCIe(t *testing.T) {

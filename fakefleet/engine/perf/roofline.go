@@ -2,6 +2,7 @@ package perf
 
 import (
 	"math"
+	"math/bits"
 	"time"
 
 	"switchyard/fakefleet/engine"
@@ -39,6 +40,12 @@ type Coefficients struct {
 	// TP4 and TP8 too low. It adds to AllReduceUs; 0 (absent) keeps
 	// profiles written before it pricing as they did.
 	AllReduceStepUs float64 `json:"allreduce_step_us,omitempty"`
+	// AllReduceDoublingUs is the latency of one round of an all-reduce that
+	// halves (or doubles) the group each round, as over NVSwitch: ⌈log2 tp⌉
+	// rounds, so TP2 pays one, TP4 two and TP8 three. It adds to
+	// AllReduceUs and AllReduceStepUs; 0 (absent) keeps profiles written
+	// before it pricing as they did.
+	AllReduceDoublingUs float64 `json:"allreduce_doubling_us,omitempty"`
 	// PCIeCollectiveUs is the fixed latency of one collective between GPUs
 	// joined by PCIe rather than NVLink: a tensor-parallel all-reduce, or
 	// one of the two all-to-alls (dispatch and combine) an expert-parallel
@@ -48,6 +55,14 @@ type Coefficients struct {
 	// it pricing as they did: PCIe all-reduces at AllReduceUs and
 	// expert-parallel all-to-alls not priced.
 	PCIeCollectiveUs float64 `json:"pcie_collective_us,omitempty"`
+	// PCIeHopUs prices collectives over PCIe per hop instead: a ring
+	// all-reduce over tp GPUs synchronises 2·(tp−1) times (reduce-scatter,
+	// then all-gather), an all-to-all over ep GPUs ep−1 times. One figure
+	// per collective cannot serve both: the calibration set's TP2
+	// all-reduces over PCIe ask about 175 µs each, its expert-parallel
+	// all-to-alls about 100, which one hop of about 90 µs explains. When
+	// set it replaces PCIeCollectiveUs.
+	PCIeHopUs float64 `json:"pcie_hop_us,omitempty"`
 	// SamplingNsPerLogit is the sampler's time per vocabulary entry of
 	// every sequence in a step, in nanoseconds. After the LM head vLLM
 	// turns each sequence's logits (one per vocabulary entry, gathered
@@ -63,25 +78,49 @@ type Coefficients struct {
 }
 
 // allReduceLatency is the latency of one all-reduce over tp GPUs in
-// seconds, before its bytes: the fixed part and 2·(tp−1) ring steps.
+// seconds, before its bytes: the fixed part, 2·(tp−1) ring steps and
+// ⌈log2 tp⌉ halving rounds.
 func (c Coefficients) allReduceLatency(tp int) float64 {
-	return (c.AllReduceUs + 2*float64(tp-1)*c.AllReduceStepUs) * 1e-6
+	rounds := float64(bits.Len(uint(max(tp, 1) - 1)))
+	return (c.AllReduceUs + 2*float64(tp-1)*c.AllReduceStepUs + rounds*c.AllReduceDoublingUs) * 1e-6
 }
 
 // DefaultCoefficients are generic starting values, not fitted on any
 // measurement: typical shares of peak for a well-tuned engine and
 // overheads of the order vLLM's scheduler and CUDA graphs show.
+//
+// The KV share is higher than the weights': attention kernels stream the
+// KV cache in long contiguous reads and reach about 0.9 of the datasheet
+// bandwidth (what a streaming copy reaches on HBM), where a weight read is
+// many matrices of every size. An all-reduce costs 10 µs per halving of
+// the group, a PCIe hop 50 µs.
 var DefaultCoefficients = Coefficients{
 	MatmulEfficiency: 0.6, AttentionEfficiency: 0.4, BandwidthEfficiency: 0.8,
-	KVBandwidthEfficiency: 0.8, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceUs: 10,
-	PCIeCollectiveUs: 50,
+	KVBandwidthEfficiency: 0.9, StepOverheadUs: 500, SeqOverheadUs: 10, AllReduceDoublingUs: 10,
+	PCIeHopUs: 50,
 }
+
+// GenericPCIeCollectiveUs is where a fit of pcie_collective_us starts when
+// the profile leaves it unset.
+const GenericPCIeCollectiveUs = 50
 
 // GenericSamplingNsPerLogit is where a fit of sampling_ns_per_logit starts
 // when the profile leaves it unset. It is not in DefaultCoefficients, so
 // the generic profile and fits that do not name it price as they did
 // before the term existed.
 const GenericSamplingNsPerLogit = 0.1
+
+// pcieCollective is the latency in seconds of one collective of hops
+// ring steps over PCIe, and whether PCIe collectives are priced at all.
+func (c Coefficients) pcieCollective(hops int) (float64, bool) {
+	switch {
+	case c.PCIeHopUs > 0:
+		return c.PCIeHopUs * float64(hops) * 1e-6, true
+	case c.PCIeCollectiveUs > 0:
+		return c.PCIeCollectiveUs * 1e-6, true
+	}
+	return 0, false
+}
 
 // kvBandwidthEfficiency is KVBandwidthEfficiency, or BandwidthEfficiency
 // where it is unset.
@@ -149,8 +188,8 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 		r.allReduceFixed = c.allReduceLatency(tp)
 		// A ring all-reduce sends 2(n−1)/n of the 16-bit activations.
 		r.allReduceBytesPerTok = 2 * (group - 1) / group * float64(m.HiddenSize) * 2 / g.linkBandwidth()
-		if g.onPCIe() && c.PCIeCollectiveUs > 0 {
-			r.allReduceFixed = c.PCIeCollectiveUs * 1e-6
+		if lat, ok := c.pcieCollective(2 * (tp - 1)); ok && g.onPCIe() {
+			r.allReduceFixed = lat
 		}
 	}
 	r.priceExpertAllToAll(m, g, ep, c)
@@ -160,15 +199,16 @@ func newRoofline(m ModelSpec, g GPUSpec, tp, ep int, c Coefficients) *Roofline {
 // priceExpertAllToAll sets the all-to-alls of expert parallelism over
 // PCIe: per MoE layer one dispatches every token's 16-bit activations to
 // its k experts and one combines the results, the share (ep−1)/ep of them
-// crossing to another GPU. They are priced only with PCIeCollectiveUs set
-// (see Coefficients); over NVLink they are not priced.
+// crossing to another GPU. They are priced only with PCIeHopUs or
+// PCIeCollectiveUs set (see Coefficients); over NVLink they are not priced.
 func (r *Roofline) priceExpertAllToAll(m ModelSpec, g GPUSpec, ep int, c Coefficients) {
-	if ep <= 1 || m.MoE == nil || !g.onPCIe() || c.PCIeCollectiveUs <= 0 {
+	lat, ok := c.pcieCollective(ep - 1)
+	if ep <= 1 || m.MoE == nil || !g.onPCIe() || !ok {
 		return
 	}
 	n := float64(ep)
 	r.allToAlls = 2 * float64(m.moeLayers())
-	r.allToAllFixed = c.PCIeCollectiveUs * 1e-6
+	r.allToAllFixed = lat
 	r.allToAllBytesPerTok = float64(m.MoE.ExpertsPerToken) * (n - 1) / n * float64(m.HiddenSize) * 2 / g.linkBandwidth()
 }
 
