@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -146,6 +147,25 @@ func TestEngineValidateProfileFile(t *testing.T) {
 	runSwitchyard(t, "engine", "validate", root, "--profile", "roofline", "--json", out)
 	if step := readPredictions(t, out).Experiments["x-tiny"].Summary.TPOTMs * 4 / 3; step < 0.5 || step > 1 {
 		t.Errorf("roofline steps of %.3f ms, want the generic 0.5 ms step plus weight reads", step)
+	}
+}
+
+// TestEngineValidateDefaultsToTheCalibratedProfile: without --profile the
+// shipped calibrated coefficients price the experiment, exactly as the
+// profile file does.
+func TestEngineValidateDefaultsToTheCalibratedProfile(t *testing.T) {
+	root := t.TempDir()
+	writeDeploymentExperiment(t, root, "x-tiny", 1)
+	def := filepath.Join(t.TempDir(), "default.json")
+	stdout, _ := runSwitchyard(t, "engine", "validate", root, "--json", def)
+	if !strings.Contains(stdout, "(profile calibrated, seed 1)") {
+		t.Errorf("the default run does not say it used the calibrated profile:\n%s", stdout)
+	}
+	file := filepath.Join(t.TempDir(), "file.json")
+	runSwitchyard(t, "engine", "validate", root, "--profile", "../../profiles/calibrated.json", "--json", file)
+	got, want := readPredictions(t, def).Experiments["x-tiny"], readPredictions(t, file).Experiments["x-tiny"]
+	if got.Summary.TPOTMs <= 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("default predictions %+v, want the calibrated file's %+v", got.Summary, want.Summary)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"switchyard/fakefleet/engine/validate"
 	"switchyard/internal/groundtruth"
 	"switchyard/internal/progress"
+	"switchyard/profiles"
 )
 
 func init() { registerEngine(newEngineValidateCmd) }
@@ -44,7 +45,7 @@ func newEngineValidateCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.profile, "profile", "mocker", "timing profile: mocker (Dynamo's mocker polynomial), roofline (the step-time model with generic coefficients) or a profile file whose coefficients price every experiment's own deployment")
+	fl.StringVar(&f.profile, "profile", profiles.CalibratedName, "timing profile: calibrated (the step-time model with the shipped fitted coefficients, profiles/calibrated.json), mocker (Dynamo's mocker polynomial), roofline (the step-time model with generic coefficients) or a profile file; a profile's coefficients price every experiment's own deployment")
 	fl.StringVar(&f.jsonOut, "json", "", "write the predictions to this file")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the synthesized prompts and arrivals")
 	fl.IntVar(&f.seeds, "seeds", 1, "run this many seeds from --seed and report the spread")
@@ -55,17 +56,24 @@ func newEngineValidateCmd() *cobra.Command {
 // profileConfigure maps a --profile value to the setup of each experiment:
 // the mocker polynomial, or the step-time model of each experiment's own
 // deployment (model, GPU, TP, vLLM settings) priced by the coefficients
-// and overheads of the built-in defaults (roofline) or of a profile file.
+// and overheads of the shipped calibrated profile, the built-in defaults
+// (roofline) or a profile file.
 func profileConfigure(name string) (validate.Configure, error) {
 	switch name {
 	case "mocker":
 		return validate.Mocker, nil
 	case "roofline":
 		return validate.Profiled(defaultBaseProfile()), nil
+	case profiles.CalibratedName:
+		p, err := profiles.Calibrated()
+		if err != nil {
+			return nil, err
+		}
+		return validate.Profiled(p), nil
 	}
 	p, err := perf.LoadProfile(name)
 	if err != nil {
-		return nil, fmt.Errorf("--profile %q is neither mocker, roofline nor a readable profile file: %w", name, err)
+		return nil, fmt.Errorf("--profile %q is neither calibrated, mocker, roofline nor a readable profile file: %w", name, err)
 	}
 	return validate.Profiled(p), nil
 }

@@ -52,7 +52,8 @@ func TestEngineValidate(t *testing.T) {
 	cmd := newRootCmd()
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
-	cmd.SetArgs([]string{"engine", "validate", root, "--json", out, "--seeds", "3", "--seed", "7"})
+	// The fixture names no architecture, so only the mocker can run it.
+	cmd.SetArgs([]string{"engine", "validate", root, "--profile", "mocker", "--json", out, "--seeds", "3", "--seed", "7"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, stderr.String())
 	}

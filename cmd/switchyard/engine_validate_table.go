@@ -129,8 +129,12 @@ func printAggregates(w io.Writer, cases []*validateCase, baselines []string) {
 // printSeedSpread shows how much the errors move with the seed: per metric,
 // the range of MAPE over seeds and the widest range of one experiment's APE.
 func printSeedSpread(w io.Writer, cases []*validateCase, f engineValidateFlags) {
-	fmt.Fprintf(w, "\nSpread over seeds %d..%d\n\n| metric | MAPE min | MAPE max | widest experiment range |\n|---|---:|---:|---:|\n",
-		f.seed, f.seed+uint64(f.seeds)-1)
+	fmt.Fprintf(w, "\nSpread over seeds %d..%d\n\n", f.seed, f.seed+uint64(f.seeds)-1)
+	if !slices.ContainsFunc(cases, func(c *validateCase) bool { return c.reason == "" }) {
+		fmt.Fprintf(w, "No experiment was simulated.\n")
+		return
+	}
+	fmt.Fprintf(w, "| metric | MAPE min | MAPE max | widest experiment range |\n|---|---:|---:|---:|\n")
 	perSeed := make([]validate.Aggregate, f.seeds)
 	for s := range f.seeds {
 		var errs []validate.PE
