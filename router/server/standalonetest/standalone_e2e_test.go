@@ -237,11 +237,12 @@ func post(t *testing.T, url string, body []byte) {
 func startForwarders(t *testing.T, pods []*pod) int {
 	t.Helper()
 	port := 0
-	for _, p := range pods {
+	simPorts := freePorts(t, len(pods))
+	for i, p := range pods {
 		ln, err := net.Listen("tcp", net.JoinHostPort(p.ip, strconv.Itoa(port)))
 		require.NoError(t, err)
 		port = ln.Addr().(*net.TCPAddr).Port
-		p.simPort = freePort(t)
+		p.simPort = simPorts[i]
 		target, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.simPort))
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -254,12 +255,20 @@ func startForwarders(t *testing.T, pods []*pod) int {
 	return port
 }
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct ports free on loopback. Every probe
+// listener stays open until all are chosen: a port closed at once may be
+// handed out again by the next probe, and two emulators would then race
+// for it.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // startSim runs one llm-d-inference-sim for p: its simulated tokenizer
