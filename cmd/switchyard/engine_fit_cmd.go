@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -229,13 +230,10 @@ func fullScaleErrors(exps []*groundtruth.Experiment, p perf.Profile, f engineFit
 }
 
 func printFit(w io.Writer, p perf.Profile, full *validate.Calibration, errs []validate.PE) {
-	c := p.Coefficients
 	fmt.Fprintf(w, "Fitted on %d experiments (scale %g, seed %d, %d evaluations, %d restarts): loss %.2f at scale, %.2f at full scale\n\n",
 		len(p.Fit.Experiments), p.Fit.Scale, p.Fit.Seed, p.Fit.Evaluations, p.Fit.Restarts, p.Fit.Objective, p.Fit.FullScaleObjective)
-	fmt.Fprintf(w, "| matmul_efficiency | attention_efficiency | bandwidth_efficiency | kv_bandwidth_efficiency | step_overhead_us | seq_overhead_us | allreduce_us | allreduce_step_us | allreduce_doubling_us | pcie_collective_us | pcie_hop_us | sampling_ns_per_logit | request_ms |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n| %.4f | %.4f | %.4f | %.4f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f |\n",
-		c.MatmulEfficiency, c.AttentionEfficiency, c.BandwidthEfficiency, c.KVBandwidthEfficiency, c.StepOverheadUs, c.SeqOverheadUs, c.AllReduceUs,
-		c.AllReduceStepUs, c.AllReduceDoublingUs, c.PCIeCollectiveUs, c.PCIeHopUs, c.SamplingNsPerLogit, p.Overheads.RequestMs)
+	header, rule := coefficientHeader("|", "|")
+	fmt.Fprintf(w, "%s\n%s\n|%s\n", header, rule, coefficientCells(p))
 	fmt.Fprintf(w, "\nSummary-level APE %% at full scale\n\n%s\n", metricHeader("| experiment |", "|---|"))
 	for i, fc := range full.Cases {
 		fmt.Fprintf(w, "| %s |%s\n", fc.Exp.ID, apeCells(errs[i]))
@@ -264,4 +262,45 @@ func printUnused(w io.Writer, unused map[string]string) {
 	for _, n := range names {
 		fmt.Fprintf(w, "- %s: %s\n", n, unused[n])
 	}
+}
+
+// coefficientColumns are the fitted numbers a fit's and a fold's tables
+// show, under their profile names.
+var coefficientColumns = []struct {
+	name string
+	prec int
+	get  func(perf.Profile) float64
+}{
+	{"matmul_efficiency", 3, func(p perf.Profile) float64 { return p.Coefficients.MatmulEfficiency }},
+	{"attention_efficiency", 3, func(p perf.Profile) float64 { return p.Coefficients.AttentionEfficiency }},
+	{"bandwidth_efficiency", 3, func(p perf.Profile) float64 { return p.Coefficients.BandwidthEfficiency }},
+	{"kv_bandwidth_efficiency", 3, func(p perf.Profile) float64 { return p.Coefficients.KVBandwidthEfficiency }},
+	{"step_overhead_us", 0, func(p perf.Profile) float64 { return p.Coefficients.StepOverheadUs }},
+	{"seq_overhead_us", 1, func(p perf.Profile) float64 { return p.Coefficients.SeqOverheadUs }},
+	{"allreduce_us", 1, func(p perf.Profile) float64 { return p.Coefficients.AllReduceUs }},
+	{"allreduce_step_us", 1, func(p perf.Profile) float64 { return p.Coefficients.AllReduceStepUs }},
+	{"allreduce_doubling_us", 1, func(p perf.Profile) float64 { return p.Coefficients.AllReduceDoublingUs }},
+	{"pcie_collective_us", 1, func(p perf.Profile) float64 { return p.Coefficients.PCIeCollectiveUs }},
+	{"pcie_hop_us", 1, func(p perf.Profile) float64 { return p.Coefficients.PCIeHopUs }},
+	{"sampling_ns_per_logit", 3, func(p perf.Profile) float64 { return p.Coefficients.SamplingNsPerLogit }},
+	{"request_ms", 1, func(p perf.Profile) float64 { return p.Overheads.RequestMs }},
+}
+
+// coefficientHeader is the header and rule rows of coefficientColumns
+// after the given leading cells.
+func coefficientHeader(header, rule string) (string, string) {
+	for _, c := range coefficientColumns {
+		header += " " + c.name + " |"
+		rule += "---:|"
+	}
+	return header, rule
+}
+
+// coefficientCells is p's row of coefficientColumns, each cell closed.
+func coefficientCells(p perf.Profile) string {
+	var b strings.Builder
+	for _, c := range coefficientColumns {
+		fmt.Fprintf(&b, " %.*f |", c.prec, c.get(p))
+	}
+	return b.String()
 }

@@ -300,9 +300,20 @@ func TestEngineFitLODO(t *testing.T) {
 		"--params", "step_overhead_us,request_ms", "--date", "2000-01-02")
 	for _, want := range []string{"| x-tp1 | switchyard |", "| x-tp2 | switchyard |", "| | blis_trained_physics | 10.0 | – | 10.0 | – | 10.0 |",
 		"| | mocker |", "| switchyard (LODO) | 2 (all simulated) |", "| blis_trained_physics | 2 | 10.0 (+10.0) |",
-		"| tiny/model on 2× H100 (tp 2, dp 1) |"} {
+		"| tiny/model on 2× H100 (tp 2, dp 1) |", " pcie_hop_us | sampling_ns_per_logit | request_ms | loss | evaluations |"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	// Every row of the folds' table has as many cells as its header.
+	table, _, _ := strings.Cut(stdout[strings.Index(stdout, "| deployment left out |"):], "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("folds' table: %d lines, want a header, a rule and one row per fold:\n%s", len(lines), table)
+	}
+	for _, l := range lines[1:] {
+		if strings.Count(l, "|") != strings.Count(lines[0], "|") {
+			t.Errorf("row %q has not the header's cells", l)
 		}
 	}
 }

@@ -135,11 +135,9 @@ func printLODO(w io.Writer, folds []*lodoFold, f engineFitFlags) {
 	fmt.Fprintf(w, "| mocker | %d (all simulated) |%s\n", len(mockr), aggregateCells(validate.Summarize(mockr)))
 	fmt.Fprintf(w, "| %s (LODO) | %d (where %s has figures) |%s\n", ours, len(oursB), lodoBaseline, aggregateCells(validate.Summarize(oursB)))
 	fmt.Fprintf(w, "| %s | %d |%s\n", lodoBaseline, len(blis), aggregateCells(validate.Summarize(blis)))
-	fmt.Fprintf(w, "\nCoefficients per fold (fitted without the deployment)\n\n| deployment left out | matmul | attention | bandwidth | KV bandwidth | step µs | seq µs | all-reduce µs | ring step µs | halving round µs | PCIe collective µs | PCIe hop µs | sampling ns/logit | request ms | loss | evaluations |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	header, rule := coefficientHeader("| deployment left out |", "|---|")
+	fmt.Fprintf(w, "\nCoefficients per fold (fitted without the deployment)\n\n%s loss | evaluations |\n%s---:|---:|\n", header, rule)
 	for _, fold := range folds {
-		c := fold.fitted.Coefficients
-		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.1f | %.2f | %d |\n", fold.key,
-			c.MatmulEfficiency, c.AttentionEfficiency, c.BandwidthEfficiency, c.KVBandwidthEfficiency, c.StepOverheadUs, c.SeqOverheadUs, c.AllReduceUs,
-			c.AllReduceStepUs, c.AllReduceDoublingUs, c.PCIeCollectiveUs, c.PCIeHopUs, c.SamplingNsPerLogit, fold.fitted.Overheads.RequestMs, fold.fitted.Fit.Objective, fold.fitted.Fit.Evaluations)
+		fmt.Fprintf(w, "| %s |%s %.2f | %d |\n", fold.key, coefficientCells(fold.fitted), fold.fitted.Fit.Objective, fold.fitted.Fit.Evaluations)
 	}
 }

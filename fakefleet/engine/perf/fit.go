@@ -155,6 +155,14 @@ var AllFitParams = append(slices.Clone(FitParams), "kv_bandwidth_efficiency", "a
 var DefaultFitParams = []string{"matmul_efficiency", "attention_efficiency", "bandwidth_efficiency",
 	"step_overhead_us", "seq_overhead_us", "request_ms"}
 
+// genericStarts are where a fit starts the parameters that 0 turns off.
+var genericStarts = map[string]float64{
+	"pcie_collective_us":    GenericPCIeCollectiveUs,
+	"pcie_hop_us":           DefaultCoefficients.PCIeHopUs,
+	"allreduce_doubling_us": DefaultCoefficients.AllReduceDoublingUs,
+	"sampling_ns_per_logit": GenericSamplingNsPerLogit,
+}
+
 // field returns the address of the named parameter in p and whether it is
 // an efficiency (a share in (0, 1)) rather than a time (≥ 0).
 func field(p *Profile, name string) (*float64, bool) {
@@ -227,22 +235,15 @@ func Fit(start Profile, loss func(Profile) (float64, error), opts FitOptions) (P
 	// An unset KV efficiency means the weights' one: start the search
 	// there rather than at the edge of (0, 1).
 	start.Coefficients.KVBandwidthEfficiency = start.Coefficients.kvBandwidthEfficiency()
-	// A PCIe collective latency a profile leaves unset is off; fitting it
-	// from zero would take the search's first steps below a microsecond,
-	// so it starts from the generic value.
-	if slices.Contains(params, "pcie_collective_us") && start.Coefficients.PCIeCollectiveUs == 0 {
-		start.Coefficients.PCIeCollectiveUs = GenericPCIeCollectiveUs
-	}
-	if slices.Contains(params, "allreduce_doubling_us") && start.Coefficients.AllReduceDoublingUs == 0 {
-		start.Coefficients.AllReduceDoublingUs = DefaultCoefficients.AllReduceDoublingUs
-	}
-	if slices.Contains(params, "pcie_hop_us") && start.Coefficients.PCIeHopUs == 0 {
-		start.Coefficients.PCIeHopUs = DefaultCoefficients.PCIeHopUs
-	}
-	// The same for the sampler's time per logit: a profile without it
-	// prices no sampling, and the search starts from the generic value.
-	if slices.Contains(params, "sampling_ns_per_logit") && start.Coefficients.SamplingNsPerLogit == 0 {
-		start.Coefficients.SamplingNsPerLogit = GenericSamplingNsPerLogit
+	// A latency a profile leaves unset is off; fitting it from zero would
+	// take the search's first steps below a microsecond (or a nanosecond),
+	// so it starts from its generic value.
+	for _, name := range params {
+		if v, ok := genericStarts[name]; ok {
+			if ptr, _ := field(&start, name); *ptr == 0 {
+				*ptr = v
+			}
+		}
 	}
 	x0 := make([]float64, len(params))
 	step := make([]float64, len(params))

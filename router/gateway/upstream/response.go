@@ -22,16 +22,6 @@ var (
 	errTooManyInterims = errors.New("upstream: too many 1xx responses")
 )
 
-// noAnswerError is a read that failed before any byte of the answer
-// arrived. It is not retried: the request went out, and the server may
-// have acted on it before it closed the connection.
-type noAnswerError struct{ err error }
-
-func (e *noAnswerError) Error() string {
-	return "upstream: connection closed before any byte of the answer: " + e.err.Error()
-}
-func (e *noAnswerError) Unwrap() error { return e.err }
-
 // readHead reads the status line and headers of the final answer to a
 // request, skipping 1xx interim answers. The body, if any, follows in br.
 func readHead(br *bufio.Reader) (*http.Response, error) {
@@ -40,11 +30,10 @@ func readHead(br *bufio.Reader) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		code := resp.StatusCode
-		if code >= 200 || code == http.StatusSwitchingProtocols {
-			if code == http.StatusSwitchingProtocols {
-				return nil, errors.New("upstream: unexpected 101 Switching Protocols")
-			}
+		switch code := resp.StatusCode; {
+		case code == http.StatusSwitchingProtocols:
+			return nil, errors.New("upstream: unexpected 101 Switching Protocols")
+		case code >= 200:
 			return resp, nil
 		}
 		if interim == maxInformational {
@@ -54,13 +43,15 @@ func readHead(br *bufio.Reader) (*http.Response, error) {
 }
 
 // readOneHead reads one response head. first marks the first head of an
-// answer, whose empty read is reported as a noAnswerError.
+// answer, whose empty read says the server closed the connection before
+// answering. That is not retried: the request went out, and the server
+// may have acted on it.
 func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 	budget := maxHeadBytes
 	line, err := readLine(br, &budget)
 	if err != nil {
 		if first && len(line) == 0 && isPeerClose(err) {
-			return nil, &noAnswerError{err}
+			return nil, fmt.Errorf("upstream: connection closed before any byte of the answer: %w", err)
 		}
 		return nil, headError(err)
 	}
