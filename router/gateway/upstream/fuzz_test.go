@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/router/h1"
 )
 
 // scriptedConn answers every request with the bytes it holds.
@@ -70,8 +72,8 @@ func FuzzChunkSize(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		n, err := readChunkSize(bufio.NewReader(bytes.NewReader(line)))
-		if err == nil && (n < 0 || n > maxChunkSize) {
+		n, err := h1.ReadChunkSize(bufio.NewReader(bytes.NewReader(line)))
+		if err == nil && (n < 0 || n > h1.MaxChunkSize) {
 			t.Fatalf("size %d from %q", n, line)
 		}
 	})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"switchyard/router/h1"
 )
 
 func TestHeadCutShortIsAnErrorAndNotRetried(t *testing.T) {
@@ -62,7 +64,7 @@ func TestBadChunkSize(t *testing.T) {
 	resp, err := tr.RoundTrip(post(t, context.Background(), rs.url(), "{}"))
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, errBadChunk)
+	require.ErrorIs(t, err, h1.ErrBadChunk)
 	require.Equal(t, "hello", string(b))
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, 0, tr.pool.idleCount(hostPort(resp.Request)))
@@ -77,7 +79,7 @@ func TestChunkDataWithoutCRLF(t *testing.T) {
 	resp, err := tr.RoundTrip(post(t, context.Background(), rs.url(), "{}"))
 	require.NoError(t, err)
 	_, err = io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, errBadChunk)
+	require.ErrorIs(t, err, h1.ErrBadChunk)
 }
 
 func TestChunkedTrailersAreRead(t *testing.T) {

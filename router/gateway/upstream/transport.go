@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+
+	"switchyard/router/h1"
 )
 
 // Transport is an http.RoundTripper for plain HTTP/1.1 backends; see the
@@ -47,7 +49,7 @@ func handles(req *http.Request) bool {
 	if u == nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
 		return false
 	}
-	if req.Method == http.MethodConnect || !validHeaderName(req.Method) {
+	if req.Method == http.MethodConnect || !h1.ValidHeaderName(req.Method) {
 		return false
 	}
 	if len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 || req.Header.Get("Expect") != "" {
