@@ -215,7 +215,8 @@ func TestInterimAnswersAreSkipped(t *testing.T) {
 }
 
 // A server that closes a keep-alive connection while it idles: the next
-// request sees it closed before sending and takes a new connection.
+// request, once the connection has idled for peekAfterIdle, sees it closed
+// before sending and takes a new connection.
 func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 	closed := make(chan struct{})
 	rs := newRawServer(t, func(t *testing.T, n int, c net.Conn, br *bufio.Reader) {
@@ -247,6 +248,8 @@ func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 		defer tr.pool.put(c)
 		return c.peerClosed()
 	}, 10*time.Second, time.Millisecond)
+	later := time.Now().Add(peekAfterIdle)
+	tr.pool.now = func() time.Time { return later }
 	_, body = roundTrip(t, tr, post(t, context.Background(), rs.url(), "second"))
 	require.Equal(t, "second", body)
 	require.Equal(t, 2, rs.connections())

@@ -96,8 +96,10 @@ func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, 
 	var c *conn
 	if !fresh {
 		// A connection its server closed while it idled is dropped here,
-		// before any byte of the request could be lost with it.
-		for c = t.pool.get(key); c != nil && c.peerClosed(); c = t.pool.get(key) {
+		// before any byte of the request could be lost with it. One that
+		// idled for less than peekAfterIdle is not checked: a busy router
+		// would pay a system call per request for nothing.
+		for c = t.pool.get(key); c != nil && c.idledFor(t.pool.now()) >= peekAfterIdle && c.peerClosed(); c = t.pool.get(key) {
 			c.close()
 		}
 	}
