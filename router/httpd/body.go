@@ -103,7 +103,7 @@ func (b *body) readChunked(p []byte) (int, error) {
 
 func (b *body) finish() {
 	b.done = true
-	b.w.c.bodyDone.Store(true)
+	b.w.c.socketFree.Store(true)
 }
 
 // Close ends the handler's reading; what it left is drained (or the
@@ -111,6 +111,15 @@ func (b *body) finish() {
 func (b *body) Close() error {
 	b.closed = true
 	return nil
+}
+
+// wontDrain reports, before the answer, a body the connection will not
+// survive: one the client waits to be asked for, or longer than the drain.
+func (b *body) wontDrain() bool {
+	if b.done || b.err != nil {
+		return b.err != nil
+	}
+	return b.continueDue || !b.chunked && b.remaining > maxDrain
 }
 
 // drain reads and drops what the handler left of the body, up to max

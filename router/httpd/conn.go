@@ -38,13 +38,15 @@ type conn struct {
 
 	// The watch: after WatchAfter a second goroutine blocks in a one-byte
 	// read, so a client that leaves cancels its request's context.
-	mu        sync.Mutex
-	handling  bool        // a handler runs
-	bodyDone  atomic.Bool // its request body is read: the bytes that follow are not the body's
-	watching  bool
-	ctx       *requestContext
-	watchDone chan struct{}
-	timer     *time.Timer
+	mu       sync.Mutex
+	handling bool // a handler runs
+	// socketFree: what the socket brings now is not the request body's
+	// (the body was empty, is read, or sits whole in the read buffer).
+	socketFree atomic.Bool
+	watching   bool
+	ctx        *requestContext
+	watchDone  chan struct{}
+	timer      *time.Timer
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -139,20 +141,18 @@ func (c *conn) run(w *response, req *http.Request) {
 }
 
 // startWatch runs on the timer's goroutine once a request has taken
-// WatchAfter: it starts the one-byte read, unless the handler is done,
-// its body is still being read (the connection's bytes are the body's),
-// or bytes of a next request are already buffered.
+// WatchAfter: it starts the one-byte read, unless the handler is done or
+// the socket still brings the body (then it looks again later). A byte it
+// reads comes after whatever is buffered, so pipelined requests keep
+// their order.
 func (c *conn) startWatch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.handling || c.watching {
 		return
 	}
-	if !c.bodyDone.Load() {
+	if !c.socketFree.Load() {
 		c.timer.Reset(c.srv.watchAfter())
-		return
-	}
-	if c.br.Buffered() > 0 {
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})

@@ -63,14 +63,14 @@ type response struct {
 func newResponse(c *conn, hd head) *response {
 	w := &response{c: c, header: make(http.Header, 4), declared: -1, closeAfter: hd.closeAfter}
 	w.ctx.parent = context.Background()
-	w.body = body{w: w, chunked: hd.chunked, remaining: hd.length, continueDue: hd.expectContinue}
+	w.body = body{w: w, chunked: hd.chunked, remaining: max(hd.length, 0), continueDue: hd.expectContinue}
 	req := hd.req
-	c.bodyDone.Store(false)
 	if hd.length == 0 {
 		req.Body = http.NoBody
 		w.body.finish()
 	} else {
 		req.Body = &w.body
+		c.socketFree.Store(!hd.chunked && int64(c.br.Buffered()) >= hd.length)
 	}
 	w.req = req.WithContext(&w.ctx)
 	w.out = outPool.Get().(*out)
@@ -142,7 +142,7 @@ func (w *response) write(p []byte, s string) (int, error) {
 			o.held = append(append(o.held, p...), s...)
 			return n, nil
 		}
-		w.writeHead(false)
+		w.writeHead(false, p, s)
 	}
 	if w.chunked && w.err == nil {
 		o.number(int64(n), 16)
@@ -183,7 +183,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.headSent {
-		w.writeHead(false)
+		w.writeHead(false, nil, "")
 	}
 	if w.err == nil {
 		w.err = w.out.bw.Flush()
@@ -214,7 +214,7 @@ func (w *response) finish() bool {
 	}
 	switch {
 	case !w.headSent:
-		w.writeHead(true)
+		w.writeHead(true, nil, "")
 	case w.chunked && w.err == nil:
 		w.out.bw.WriteString("0\r\n\r\n")
 	}
@@ -239,7 +239,9 @@ func (w *response) release() {
 
 // writeHead writes the status line and headers, then what is held. final
 // means the handler has returned, so the held bytes are the whole body.
-func (w *response) writeHead(final bool) {
+// A missing Content-Type is sniffed from the held bytes, or from the write
+// (p, or s when p is nil) that did not fit beside them.
+func (w *response) writeHead(final bool, p []byte, s string) {
 	w.headSent = true
 	o, h := w.out, w.header
 	switch {
@@ -252,12 +254,14 @@ func (w *response) writeHead(final bool) {
 	default: // HTTP/1.0: the body ends when the connection does
 		w.closeAfter = true
 	}
-	if ct, ok := h["Content-Type"]; !ok && !w.noBody && len(o.held) > 0 && h["Content-Encoding"] == nil {
-		h["Content-Type"] = []string{http.DetectContentType(o.held)}
+	if ct, ok := h["Content-Type"]; !ok && !w.noBody && h["Content-Encoding"] == nil {
+		if sniff := firstBytes(o.held, p, s); len(sniff) > 0 {
+			h["Content-Type"] = []string{http.DetectContentType(sniff)}
+		}
 	} else if ok && len(ct) == 0 {
 		delete(h, "Content-Type")
 	}
-	if w.c.srv.closing.Load() || h1.ConnectionHas(h, "close") {
+	if w.c.srv.closing.Load() || h1.ConnectionHas(h, "close") || w.body.wontDrain() {
 		w.closeAfter = true
 	}
 	bw := o.bw
@@ -304,6 +308,18 @@ func (w *response) writeHead(final bool) {
 		}
 	}
 	o.held = o.held[:0]
+}
+
+// firstBytes is what the type of a body starting with held, then p (or s)
+// is sniffed from.
+func firstBytes(held, p []byte, s string) []byte {
+	switch {
+	case len(held) > 0:
+		return held
+	case p != nil:
+		return p
+	}
+	return []byte(s[:min(len(s), 512)])
 }
 
 // skippedHeaders are written by writeHead itself.

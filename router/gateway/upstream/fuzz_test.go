@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"switchyard/router/h1"
 )
 
 // scriptedConn answers every request with the bytes it holds.
@@ -62,19 +59,5 @@ func FuzzResponse(f *testing.F) {
 		}
 		_ = resp.Body.Close()
 		tr.CloseIdleConnections()
-	})
-}
-
-// FuzzChunkSize checks the chunk-size parser against its definition: hex
-// digits, optional extensions, never a negative size.
-func FuzzChunkSize(f *testing.F) {
-	for _, seed := range []string{"0\r\n", "1a;ext=v\r\n", "FFFF \r\n", "\r\n", "-1\r\n", "1000000000000000000\r\n"} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		n, err := h1.ReadChunkSize(bufio.NewReader(bytes.NewReader(line)))
-		if err == nil && (n < 0 || n > h1.MaxChunkSize) {
-			t.Fatalf("size %d from %q", n, line)
-		}
 	})
 }
