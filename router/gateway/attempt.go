@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -139,12 +138,11 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 		a.ctx, a.cancel = context.WithDeadlineCause(x.ctx, time.Now().Add(b.timeout()), errBackendTimeout)
 	}
 
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+	req, err := b.newRequest(a.ctx, path, x.r.URL.RawQuery, body)
 	if err != nil {
 		x.settle(a, metrics.ResultConnectError, failure)
 		return nil, connectFailed
 	}
-	req.URL.RawQuery = x.r.URL.RawQuery
 	h := outboundHeaders(x.r.Header)
 	// The last strip, right before the only pins allowed are written.
 	stripDynamo(h)

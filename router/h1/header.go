@@ -16,22 +16,28 @@ var ErrFolded = errors.New("h1: folded header line")
 // ParseHeaderLine splits "Name: value" in place: the name is canonicalized
 // and the value trimmed.
 func ParseHeaderLine(line []byte) (string, string, error) {
+	name, value, err := SplitHeaderLine(line)
+	return name, string(value), err
+}
+
+// SplitHeaderLine is ParseHeaderLine with the value left in line's bytes.
+func SplitHeaderLine(line []byte) (string, []byte, error) {
 	colon := bytes.IndexByte(line, ':')
 	if colon <= 0 {
 		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
-			return "", "", ErrFolded
+			return "", nil, ErrFolded
 		}
-		return "", "", fmt.Errorf("h1: malformed header line %q", Clip(line))
+		return "", nil, fmt.Errorf("h1: malformed header line %q", Clip(line))
 	}
 	name := line[:colon]
 	if !ValidHeaderName(name) {
-		return "", "", fmt.Errorf("h1: invalid header name %q", Clip(name))
+		return "", nil, fmt.Errorf("h1: invalid header name %q", Clip(name))
 	}
 	value := bytes.Trim(line[colon+1:], " \t")
 	if !ValidHeaderValue(value) {
-		return "", "", fmt.Errorf("h1: invalid value for header %q", Clip(name))
+		return "", nil, fmt.Errorf("h1: invalid value for header %q", Clip(name))
 	}
-	return CanonicalKey(name), string(value), nil
+	return CanonicalKey(name), value, nil
 }
 
 // commonKeys are header names requests and answers usually carry, so their

@@ -35,6 +35,7 @@ type conn struct {
 	cr     connReader
 	br     *bufio.Reader
 	state  atomic.Int32
+	values valueCache // header values its requests repeat
 
 	// The watch: after WatchAfter a second goroutine blocks in a one-byte
 	// read, so a client that leaves cancels its request's context.

@@ -14,9 +14,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -478,13 +480,30 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus, s.brokerCoverage, s.kvSourcesStatus}, s.maskedConfig)))
-	mux.Handle("/v1/", s.gateway.Handler())
-	mux.Handle("/anthropic/", s.gateway.Handler())
+	api := s.gateway.Handler()
+	mux.Handle("/v1/", api)
+	mux.Handle("/anthropic/", api)
 	// Profiles for operators, behind the admin token like the admin API.
 	mux.Handle("/debug/pprof/", s.auth.Wrap(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/profile", s.auth.Wrap(http.HandlerFunc(pprof.Profile)))
 	mux.Handle("/debug/pprof/trace", s.auth.Wrap(http.HandlerFunc(pprof.Trace)))
-	return mux
+	return apiFirst{api: api, mux: mux}
+}
+
+// apiFirst hands a clean /v1/ path to the gateway without ServeMux's tree
+// walk, the lookup every inference request would pay; the rest (unclean
+// paths included, which ServeMux redirects) goes through the mux.
+type apiFirst struct {
+	api http.Handler
+	mux *http.ServeMux
+}
+
+func (a apiFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; strings.HasPrefix(p, "/v1/") && path.Clean(p) == p {
+		a.api.ServeHTTP(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
 }
 
 // maskedConfig renders the live configuration with secrets masked, keyed
