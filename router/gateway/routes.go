@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -110,10 +109,9 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			p.write(w)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
-		defer cancel()
+		deadline := time.Now().Add(orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
 		x := &exchange{
-			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
+			g: g, st: st, w: w, r: r, ctx: r.Context(), deadline: deadline, key: key, in: in, route: path, path: path,
 			disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w), chat: k == kindChat,
 		}
 		x.serve()
