@@ -3,26 +3,12 @@ package httpd
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"switchyard/router/h1/h1test"
 )
-
-// scriptedConn is a connection whose client sent data and reads nothing.
-type scriptedConn struct {
-	r       io.Reader
-	written int
-}
-
-func (c *scriptedConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
-func (c *scriptedConn) Write(p []byte) (int, error)      { c.written += len(p); return len(p), nil }
-func (c *scriptedConn) Close() error                     { return nil }
-func (c *scriptedConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *scriptedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (c *scriptedConn) SetDeadline(time.Time) error      { return nil }
-func (c *scriptedConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 
 // FuzzConnection serves arbitrary client bytes: heads, bodies (by length
 // or chunked) and pipelined requests. It must never panic, a handler never
@@ -52,14 +38,14 @@ func FuzzConnection(f *testing.F) {
 			w.Header().Set("X-Path", r.URL.Path)
 			_, _ = io.WriteString(w, r.Method)
 		})}
-		nc := &scriptedConn{r: bytes.NewReader(data)}
+		nc := &h1test.Conn{R: bytes.NewReader(data)}
 		c := newConn(s, nc)
 		s.add(c)
 		c.serve()
 		if bodyBytes > int64(len(data)) {
 			t.Fatalf("handlers read %d body bytes from %d bytes of input", bodyBytes, len(data))
 		}
-		if seen > 0 && nc.written == 0 {
+		if seen > 0 && nc.Written == 0 {
 			t.Fatalf("%d requests served, nothing written", seen)
 		}
 		if s.OpenConns() != 0 {
