@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreconfig/... ./router/discovery/... ./router/discoverysource/... \
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
-        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./sim/... ./recorder/... ./scenario/expect/...
+        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./router/h1/... ./router/httpd/... ./sim/... ./recorder/... ./scenario/expect/...
 
 .PHONY: build test scenarios test-deps envtest-assets grpcurl inference-sim vet fmt-check race demo bench fuzz clean
 
@@ -129,6 +129,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPromptRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
+	$(GO) test -run '^$$' -fuzz FuzzResponse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/upstream/
+	$(GO) test -run '^$$' -fuzz FuzzChunkSize -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/h1/
+	$(GO) test -run '^$$' -fuzz FuzzConnection -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequests -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/
 	$(GO) test -run '^$$' -fuzz FuzzHashPodName -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/discoverysource/k8ssource/

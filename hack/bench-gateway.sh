@@ -10,7 +10,11 @@
 #
 #   hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
 #
-# Prints a Markdown table. Installs haproxy and wrk from Debian when missing.
+# Prints a Markdown table. "CPU/request" is the serving process's user and
+# system time over its wrk run divided by the requests it answered (the
+# shim's for the direct row): it moves far less with the machine's other
+# load than requests/s does. Installs haproxy and wrk from Debian when
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10s}
@@ -32,6 +36,7 @@ go build -o "$work/benchshim" ./hack/benchshim
 
 SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300 ROUTER_LOAD=127.0.0.1:19400
 "$work/benchshim" -addr "$SHIM" & pids+=($!)
+SHIM_PID=$!
 
 cat >"$work/haproxy.cfg" <<CFG
 global
@@ -49,18 +54,22 @@ backend shim
   server s1 $SHIM
 CFG
 haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
+HAPROXY_PID=$!
 
 start_router() { # addr name flags...
 	local addr=$1 name=$2
 	shift 2
 	"$work/switchyard" demo --addr "$addr" --shim-url "http://$SHIM" "$@" >"$work/$name.out" 2>"$work/$name.err" & pids+=($!)
+	router_pid=$!
 	for _ in $(seq 1 100); do
 		grep -q "admin token" "$work/$name.out" 2>/dev/null && break
 		sleep 0.1
 	done
 }
 start_router "$ROUTER" kv
+ROUTER_PID=$router_pid
 start_router "$ROUTER_LOAD" load --kv=false
+ROUTER_LOAD_PID=$router_pid
 
 cat >"$work/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -75,20 +84,28 @@ for r in "kv:$ROUTER" "load:$ROUTER_LOAD"; do
 		{ echo "router ${r%%:*} did not answer; logs:" >&2; tail -20 "$work/${r%%:*}.err" >&2; exit 1; }
 done
 
-run() { # target conns -> "rps p50 p99 non2xx"
-	wrk -t2 -c"$2" -d"$DURATION" --latency -s "$work/post.lua" "http://$1/v1/chat/completions" 2>&1 | awk '
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+
+run() { # target conns pid -> "rps p50 p99 non2xx cpu_us_per_request"
+	local before after
+	before=$(cpu_ticks "$3")
+	wrk -t2 -c"$2" -d"$DURATION" --latency -s "$work/post.lua" "http://$1/v1/chat/completions" >"$work/wrk.out" 2>&1
+	after=$(cpu_ticks "$3")
+	awk -v ticks=$((after - before)) -v hz="$TICK" '
+		/requests in/ {n=$1}
 		/Requests\/sec/ {rps=$2}
 		/^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
 		/Non-2xx/ {bad=$NF}
-		END {printf "%s %s %s %s\n", rps, p50, p99, (bad==""?0:bad)}'
+		END {printf "%s %s %s %s %.0f µs\n", rps, p50, p99, (bad==""?0:bad), (n>0 ? ticks/hz*1e6/n : 0)}' "$work/wrk.out"
 }
 
-echo "| connections | target | requests/s | p50 | p99 | non-2xx |"
-echo "|---|---|---|---|---|---|"
+echo "| connections | target | requests/s | p50 | p99 | non-2xx | CPU/request |"
+echo "|---|---|---|---|---|---|---|"
 for c in "${CONNS[@]}"; do
-	for t in "shim (direct):$SHIM" "haproxy:$HAPROXY" "switchyard:$ROUTER" "switchyard (load):$ROUTER_LOAD"; do
-		name=${t%%:*}; addr=${t#*:}
-		read -r rps p50 p99 bad < <(run "$addr" "$c")
-		echo "| $c | $name | $rps | $p50 | $p99 | $bad |"
+	for t in "shim (direct)|$SHIM|$SHIM_PID" "haproxy|$HAPROXY|$HAPROXY_PID" "switchyard|$ROUTER|$ROUTER_PID" "switchyard (load)|$ROUTER_LOAD|$ROUTER_LOAD_PID"; do
+		IFS='|' read -r name addr pid <<<"$t"
+		read -r rps p50 p99 bad cpu unit < <(run "$addr" "$c" "$pid")
+		echo "| $c | $name | $rps | $p50 | $p99 | $bad | $cpu $unit |"
 	done
 done

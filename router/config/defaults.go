@@ -43,6 +43,7 @@ func Default() *Config {
 			MaxInFlight:          DefaultMaxInFlight,
 			MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
 			UpstreamClient:       UpstreamClientBuiltin,
+			Server:               ServerBuiltin,
 		},
 		Dynamo: Dynamo{
 			Discovery: Discovery{

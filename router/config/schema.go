@@ -123,7 +123,19 @@ type Gateway struct {
 	// UpstreamClient is the HTTP client plain http:// backends are reached
 	// with: UpstreamClientBuiltin (the default) or UpstreamClientNetHTTP.
 	UpstreamClient string `yaml:"upstream_client"`
+	// Server is the HTTP server clients are answered by: ServerBuiltin
+	// (the default) or ServerNetHTTP. Read at start.
+	Server string `yaml:"server"`
 }
+
+// HTTP servers (gateway.server).
+const (
+	// ServerBuiltin is router/httpd: one goroutine per connection, heads
+	// parsed in place, a short answer in one write.
+	ServerBuiltin = "builtin"
+	// ServerNetHTTP is net/http's server.
+	ServerNetHTTP = "net/http"
+)
 
 // Upstream clients (gateway.upstream_client).
 const (

@@ -48,6 +48,9 @@ func (k *checker) gateway(c *Config) {
 	if g.UpstreamClient != UpstreamClientBuiltin && g.UpstreamClient != UpstreamClientNetHTTP {
 		k.err(p+".upstream_client", "must be %q or %q, got %q", UpstreamClientBuiltin, UpstreamClientNetHTTP, g.UpstreamClient)
 	}
+	if g.Server != ServerBuiltin && g.Server != ServerNetHTTP {
+		k.err(p+".server", "must be %q or %q, got %q", ServerBuiltin, ServerNetHTTP, g.Server)
+	}
 }
 
 // apiKeys checks the client credentials. Messages never repeat a key.

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -43,6 +42,10 @@ func (o outcome) String() string {
 // errBackendTimeout is the cause an attempt's context ends with when its
 // backend's timeout fires.
 var errBackendTimeout = errors.New("backend timeout")
+
+// errRequestTimeout is the cause an attempt's context ends with when
+// gateway.request_timeout passes first.
+var errRequestTimeout = errors.New("request timeout")
 
 // attempt is one upstream request.
 type attempt struct {
@@ -128,23 +131,29 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	}
 	a := &attempt{b: b, trial: trial}
 	if x.in.stream {
-		// A gap limit: progress restarts the timer.
+		// A gap limit: progress restarts the timer; the request's
+		// deadline bounds the whole stream.
 		a.idle = b.timeout()
+		whole, stop := context.WithDeadlineCause(x.ctx, x.deadline, errRequestTimeout)
 		var cancel context.CancelCauseFunc
-		a.ctx, cancel = context.WithCancelCause(x.ctx)
+		a.ctx, cancel = context.WithCancelCause(whole)
 		a.timer = time.AfterFunc(a.idle, func() { cancel(errBackendTimeout) })
-		a.cancel = func() { cancel(nil) }
+		a.cancel = func() { cancel(nil); stop() }
 	} else {
-		// A fixed deadline: the context's own timer, nothing to restart.
-		a.ctx, a.cancel = context.WithDeadlineCause(x.ctx, time.Now().Add(b.timeout()), errBackendTimeout)
+		// A fixed deadline, the backend's or the request's, whichever
+		// comes first: the context's own timer, nothing to restart.
+		end, cause := time.Now().Add(b.timeout()), errBackendTimeout
+		if x.deadline.Before(end) {
+			end, cause = x.deadline, errRequestTimeout
+		}
+		a.ctx, a.cancel = context.WithDeadlineCause(x.ctx, end, cause)
 	}
 
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+	req, err := b.newRequest(a.ctx, path, x.r.URL.RawQuery, body)
 	if err != nil {
 		x.settle(a, metrics.ResultConnectError, failure)
 		return nil, connectFailed
 	}
-	req.URL.RawQuery = x.r.URL.RawQuery
 	h := outboundHeaders(x.r.Header)
 	// The last strip, right before the only pins allowed are written.
 	stripDynamo(h)
@@ -186,7 +195,7 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 // failed classifies why an attempt got no (or only part of an) answer.
 func (x *exchange) failed(a *attempt) outcome {
 	switch {
-	case x.ctx.Err() != nil:
+	case x.ctx.Err() != nil || errors.Is(context.Cause(a.ctx), errRequestTimeout):
 		return canceled
 	case errors.Is(context.Cause(a.ctx), errBackendTimeout):
 		return timedOut

@@ -1,6 +1,11 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,6 +21,9 @@ type backend struct {
 	cfg  config.Backend
 	// base is the URL without a trailing slash; request paths append to it.
 	base string
+	// baseURL is base parsed once, when it needs nothing but a path
+	// appended (nil otherwise: each send parses base+path).
+	baseURL *url.URL
 	// shim: listed in a dynamo.shim pool, so never a fallback target.
 	shim bool
 	rt   *runtime
@@ -27,6 +35,43 @@ type backend struct {
 // usable reports whether a request with key may be sent to b now.
 func (b *backend) usable(k *apiKey, now time.Time) bool {
 	return b.cfg.IsEnabled() && b.rt.healthy.Load() && b.rt.breaker.ready(now) && k.allows(b.name)
+}
+
+// plainBase parses a backend's base URL for newRequest, or says nil when
+// appending a path to it takes url.Parse (escapes, a query, user info).
+func plainBase(base string) *url.URL {
+	u, err := url.Parse(base)
+	if err != nil || u.Opaque != "" || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
+		u.User != nil || u.Host == "" || strings.HasSuffix(u.Host, ":") {
+		return nil
+	}
+	return u
+}
+
+// newRequest is the POST of body to path (with the client's query) on b,
+// built from the parsed base rather than by parsing base+path anew.
+func (b *backend) newRequest(ctx context.Context, path, rawQuery string, body []byte) (*http.Request, error) {
+	if b.baseURL == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+		if err == nil {
+			req.URL.RawQuery = rawQuery
+		}
+		return req, err
+	}
+	u := *b.baseURL
+	u.Path += path
+	u.RawQuery = rawQuery
+	req := &http.Request{
+		Method: http.MethodPost, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Host: u.Host, ContentLength: int64(len(body)), // the caller sets Header
+		Body:    io.NopCloser(bytes.NewReader(body)),
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+	}
+	if len(body) == 0 {
+		req.Body = http.NoBody
+		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	}
+	return req.WithContext(ctx), nil
 }
 
 func (b *backend) timeout() time.Duration {
@@ -109,6 +154,7 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 	kept := map[*runtime]bool{}
 	for _, bc := range cfg.Backends {
 		b := &backend{name: bc.Name, cfg: bc, base: strings.TrimRight(bc.URL, "/"), rw: newPromptRewrite(bc)}
+		b.baseURL = plainBase(b.base)
 		if rt := old[bc.Name]; rt != nil && rt.fits(b.name, b.base, bc) {
 			b.rt = rt
 		} else {

@@ -1,10 +1,10 @@
 package gateway
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"time"
 
 	"switchyard/router/config"
 )
@@ -60,10 +60,9 @@ func (x *exchange) deliver(a *attempt, peek []byte) string {
 // inbound (the one the picker estimates); route is the ingress route,
 // path the upstream one; conv sends and answers.
 func (g *Gateway) serveConverted(w http.ResponseWriter, r *http.Request, st *state, key *apiKey, in *inbound, route, path string, conv converter) {
-	ctx, cancel := context.WithTimeout(r.Context(), orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
-	defer cancel()
+	deadline := time.Now().Add(orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
 	x := &exchange{
-		g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: route, path: path, conv: conv,
+		g: g, st: st, w: w, r: r, ctx: r.Context(), deadline: deadline, key: key, in: in, route: route, path: path, conv: conv,
 		disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w),
 	}
 	x.serve()

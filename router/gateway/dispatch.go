@@ -20,9 +20,14 @@ type exchange struct {
 	st  *state
 	w   http.ResponseWriter
 	r   *http.Request
-	ctx context.Context // the client's context under gateway.request_timeout
-	key *apiKey
-	in  *inbound
+	ctx context.Context // the client's: canceled when it leaves
+	// deadline is gateway.request_timeout from the start. It is applied
+	// where the request waits (each attempt's context, the render), not
+	// by a context of its own: that would cost every request a timer and
+	// a context derivation more.
+	deadline time.Time
+	key      *apiKey
+	in       *inbound
 	// route is the ingress route; path the upstream path (the route's
 	// own for the OpenAI ingress).
 	route    string
@@ -90,7 +95,9 @@ func (x *exchange) render(req *picker.Request) {
 		// The body as that replica's frontend receives and tokenizes it.
 		body, x.renderedRW = x.rewritten(b, body), b.rw
 	}
-	req.Tokens, req.NoTokens = x.g.prompter.Tokens(x.ctx, req.Model, x.chat, body)
+	ctx, cancel := context.WithDeadlineCause(x.ctx, x.deadline, errRequestTimeout)
+	req.Tokens, req.NoTokens = x.g.prompter.Tokens(ctx, req.Model, x.chat, body)
+	cancel()
 	if req.Tokens != nil {
 		req.PromptTokens = uint64(len(req.Tokens))
 		x.tokens = req.Tokens

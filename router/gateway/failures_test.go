@@ -475,6 +475,27 @@ func TestTimeouts(t *testing.T) {
 		assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode)
 		assert.Equal(t, "request_timeout", errorCode(t, body))
 	})
+	t.Run("request timeout, stream", func(t *testing.T) {
+		vllm := newUpstream(t, "vllm")
+		vllm.setRespond(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := 0; ; i++ { // never idle, never done
+				writeEvent(w, chunk(true, plainModel, strconv.Itoa(i), ""))
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		})
+		cfg := dynamoConfig(nil, backendFor(vllm, plainModel))
+		cfg.Gateway.RequestTimeout = config.Duration(300 * time.Millisecond)
+		f := newFixture(t, cfg, nil)
+		resp, body := f.post(pathChat, chatBody(plainModel, true), nil)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Contains(t, string(body), "data: ", "events flowed before the deadline")
+		eventuallyCount(t, f, 1.0, "backend", "vllm", metrics.ResultCanceled)
+	})
 	t.Run("backend timeout, unified", func(t *testing.T) {
 		vllm := newUpstream(t, "vllm")
 		slow(vllm)

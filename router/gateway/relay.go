@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"mime"
@@ -118,8 +119,8 @@ func (x *exchange) brokenResult(a *attempt, err error) (string, verdict) {
 		return metrics.ResultCanceled, neutral
 	case x.failed(a) == timedOut:
 		return metrics.ResultTimeout, failure
-	case x.ctx.Err() != nil:
-		return metrics.ResultCanceled, neutral // the request deadline
+	case errors.Is(context.Cause(a.ctx), errRequestTimeout):
+		return metrics.ResultCanceled, neutral
 	}
 	return metrics.ResultStreamError, failure
 }

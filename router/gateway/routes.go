@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -22,8 +21,10 @@ const (
 // and "/anthropic/".
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(pathChat, g.instrument(metrics.RouteChatCompletions, http.MethodPost, g.admit(false, g.inference(kindChat, pathChat))))
-	mux.Handle(pathCompletion, g.instrument(metrics.RouteCompletions, http.MethodPost, g.admit(false, g.inference(kindCompletion, pathCompletion))))
+	chat := g.instrument(metrics.RouteChatCompletions, http.MethodPost, g.admit(false, g.inference(kindChat, pathChat)))
+	completion := g.instrument(metrics.RouteCompletions, http.MethodPost, g.admit(false, g.inference(kindCompletion, pathCompletion)))
+	mux.Handle(pathChat, chat)
+	mux.Handle(pathCompletion, completion)
 	mux.Handle(pathModels, g.instrument(metrics.RouteModels, http.MethodGet, http.HandlerFunc(g.models)))
 	// The Anthropic routes check their method themselves, to refuse in
 	// Anthropic's error shape.
@@ -34,7 +35,26 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/v1/", g.instrument(metrics.RouteOther, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})))
-	return StripDynamoHeaders(mux)
+	return StripDynamoHeaders(exactRoutes{
+		exact: map[string]http.Handler{pathChat: chat, pathCompletion: completion},
+		mux:   mux,
+	})
+}
+
+// exactRoutes sends the busiest routes' exact paths straight to their
+// handlers, sparing each request ServeMux's tree walk and its
+// allocations; every other path goes through the mux.
+type exactRoutes struct {
+	exact map[string]http.Handler
+	mux   *http.ServeMux
+}
+
+func (e exactRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := e.exact[r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
+	e.mux.ServeHTTP(w, r)
 }
 
 // instrument counts and times a route, and refuses other methods with an
@@ -89,10 +109,9 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			p.write(w)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
-		defer cancel()
+		deadline := time.Now().Add(orDefault(st.cfg.Gateway.RequestTimeout.Std(), config.DefaultRequestTimeout))
 		x := &exchange{
-			g: g, st: st, w: w, r: r, ctx: ctx, key: key, in: in, route: path, path: path,
+			g: g, st: st, w: w, r: r, ctx: r.Context(), deadline: deadline, key: key, in: in, route: path, path: path,
 			disclose: wantsDisclosure(r.Header), now: g.clock.Now(), note: noteOf(w), chat: k == kindChat,
 		}
 		x.serve()

@@ -125,10 +125,19 @@ const (
 	RefusedOverloaded   = "overloaded"    // gateway.max_in_flight requests already running
 	RefusedBounds       = "bounds"        // a body past a message, part, prompt or nvext bound
 	RefusedDuplicateKey = "duplicate_key" // a body naming a routing member twice
+	// Refused by the builtin HTTP server before any handler (router/httpd).
+	RefusedMalformed        = "malformed"         // a malformed request head (400)
+	RefusedHeadTooLarge     = "head_too_large"    // a head over its byte cap (431)
+	RefusedHTTPVersion      = "http_version"      // not HTTP/1.0 or 1.1 (505)
+	RefusedTransferEncoding = "transfer_encoding" // a transfer coding other than chunked (501)
+	RefusedExpectation      = "expectation"       // an Expect other than 100-continue (417)
 )
 
 // RefusedReasons lists every reason label value.
-var RefusedReasons = []string{RefusedOverloaded, RefusedBounds, RefusedDuplicateKey}
+var RefusedReasons = []string{
+	RefusedOverloaded, RefusedBounds, RefusedDuplicateKey,
+	RefusedMalformed, RefusedHeadTooLarge, RefusedHTTPVersion, RefusedTransferEncoding, RefusedExpectation,
+}
 
 // Results of a backend's prompt rewrite of a chat body (the result label
 // of switchyard_gateway_prompt_rewrites_total). Every result but
@@ -199,7 +208,7 @@ func newGateway() *Gateway {
 		}, []string{"routing_path"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_gateway_refused_requests_total",
-			Help: "Client requests refused before routing, by reason: overloaded (503), bounds or duplicate_key (400).",
+			Help: "Client requests refused before routing, by reason: overloaded (503), bounds or duplicate_key (400), and, by the builtin HTTP server, malformed (400), head_too_large (431), http_version (505), transfer_encoding (501) or expectation (417).",
 		}, []string{"reason"}),
 		PromptRewrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_gateway_prompt_rewrites_total",

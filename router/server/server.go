@@ -14,9 +14,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,13 +111,12 @@ type Server struct {
 	etcd       *embedded.Embedded
 	etcdTmpDir string
 	gateway    *gateway.Gateway
-	http       *http.Server
+	http       httpServer
 	listener   net.Listener
 	prompts    *prompts
 	reloads    *prometheus.CounterVec // switchyard_config_reloads_total
 	unserved   *unservedModels
 	closeOnce  sync.Once
-	silent     silentConns // connections that have sent nothing, ended on Close
 }
 
 // Options are the optional parts of a process.
@@ -246,8 +247,7 @@ func NewWithOptions(cfg *config.Config, log *slog.Logger, o Options) (*Server, e
 		return nil, fmt.Errorf("listen on server.bind_address %s: %w", cfg.Server.BindAddress, err)
 	}
 	s.listener = ln
-	s.http = newHTTPServer(gateway.StripDynamoHeaders(s.routes()), cfg.Gateway)
-	s.http.ConnState = s.silent.track
+	s.http = s.newHTTPServer(gateway.StripDynamoHeaders(s.routes()), cfg.Gateway)
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "error", err)
@@ -471,21 +471,6 @@ func (s *Server) startEmbeddedEtcd(cfg *config.Config) error {
 	return nil
 }
 
-// newHTTPServer bounds what a slow or idle client can hold. Headers and
-// bodies have read deadlines (net/http lifts the read deadline once a body
-// is read, so streams are not cut by it). There is no server-wide write
-// timeout: it would cut long streams; the gateway bounds each write
-// instead. The read timeout applies from the next restart.
-func newHTTPServer(h http.Handler, g config.Gateway) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       g.ReadTimeout.Std(),
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-	}
-}
-
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -495,13 +480,30 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ready", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/admin/", s.auth.Wrap(admin.Handler(dynamoStatus{s.discovery, s.loadSubs, s.kvSubs, s.replicaSyncStatus, s.brokerCoverage, s.kvSourcesStatus}, s.maskedConfig)))
-	mux.Handle("/v1/", s.gateway.Handler())
-	mux.Handle("/anthropic/", s.gateway.Handler())
+	api := s.gateway.Handler()
+	mux.Handle("/v1/", api)
+	mux.Handle("/anthropic/", api)
 	// Profiles for operators, behind the admin token like the admin API.
 	mux.Handle("/debug/pprof/", s.auth.Wrap(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/profile", s.auth.Wrap(http.HandlerFunc(pprof.Profile)))
 	mux.Handle("/debug/pprof/trace", s.auth.Wrap(http.HandlerFunc(pprof.Trace)))
-	return mux
+	return apiFirst{api: api, mux: mux}
+}
+
+// apiFirst hands a clean /v1/ path to the gateway without ServeMux's tree
+// walk, the lookup every inference request would pay; the rest (unclean
+// paths included, which ServeMux redirects) goes through the mux.
+type apiFirst struct {
+	api http.Handler
+	mux *http.ServeMux
+}
+
+func (a apiFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; strings.HasPrefix(p, "/v1/") && path.Clean(p) == p {
+		a.api.ServeHTTP(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
 }
 
 // maskedConfig renders the live configuration with secrets masked, keyed
@@ -625,7 +627,6 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Load().Gateway.ShutdownGrace.Std())
-			s.http.RegisterOnShutdown(s.silent.closeAll)
 			if err := s.http.Shutdown(ctx); err != nil {
 				s.log.Warn("shutdown grace expired; closing the remaining connections", "error", err)
 				_ = s.http.Close()

@@ -24,6 +24,7 @@ import (
 	"switchyard/internal/kubetest"
 	"switchyard/router/admin"
 	"switchyard/router/config"
+	"switchyard/router/httpd"
 	"switchyard/router/load"
 )
 
@@ -441,29 +442,40 @@ func TestIngressesAreMounted(t *testing.T) {
 // net/http's Shutdown alone would wait 5 s for it; the grace here is
 // longer still, so only closing silent connections makes Close quick.
 func TestCloseEndsSilentConnections(t *testing.T) {
-	up := streamingUpstream(t, 1, time.Millisecond)
-	cfg := gatewayConfig(up.URL)
-	cfg.Gateway.ShutdownGrace = config.Duration(time.Minute)
-	srv, err := New(cfg, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	silent, err := net.Dial("tcp", srv.Addr())
-	require.NoError(t, err)
-	defer silent.Close()
-	// A request on another connection proves the server has accepted
-	// (and seen the state of) connections before the stop.
-	resp := chat(t, "http://"+srv.Addr(), false)
-	_, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	eventually(t, "the silent connection to be tracked", func() bool {
-		srv.silent.mu.Lock()
-		defer srv.silent.mu.Unlock()
-		return len(srv.silent.conns) > 0
-	})
+	for _, server := range []string{config.ServerBuiltin, config.ServerNetHTTP} {
+		t.Run(strings.ReplaceAll(server, "/", "_"), func(t *testing.T) {
+			up := streamingUpstream(t, 1, time.Millisecond)
+			cfg := gatewayConfig(up.URL)
+			cfg.Gateway.ShutdownGrace = config.Duration(time.Minute)
+			cfg.Gateway.Server = server
+			srv, err := New(cfg, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			silent, err := net.Dial("tcp", srv.Addr())
+			require.NoError(t, err)
+			defer silent.Close()
+			// A request on another connection proves the server has accepted
+			// (and seen the state of) connections before the stop.
+			resp := chat(t, "http://"+srv.Addr(), false)
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			eventually(t, "the silent connection to be tracked", func() bool {
+				switch h := srv.http.(type) {
+				case *httpd.Server:
+					return h.OpenConns() == 2
+				case *netHTTPServer:
+					h.silent.mu.Lock()
+					defer h.silent.mu.Unlock()
+					return len(h.silent.conns) > 0
+				}
+				return false
+			})
 
-	start := time.Now()
-	srv.Close()
-	require.Less(t, time.Since(start), 5*time.Second, "Close waited for the silent connection")
-	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = silent.Read(make([]byte, 1))
-	require.Error(t, err, "the silent connection is closed")
+			start := time.Now()
+			srv.Close()
+			require.Less(t, time.Since(start), 5*time.Second, "Close waited for the silent connection")
+			_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = silent.Read(make([]byte, 1))
+			require.Error(t, err, "the silent connection is closed")
+		})
+	}
 }

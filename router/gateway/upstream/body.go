@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"switchyard/router/h1"
 )
 
 // body reads an answer's body straight from its connection, on the
@@ -78,13 +80,13 @@ func (b *body) readLength(p []byte) (int, error) {
 func (b *body) readChunked(p []byte) (int, error) {
 	br := b.c.br
 	if b.inChunk && b.left == 0 {
-		if err := readChunkEnd(br); err != nil {
+		if err := h1.ReadChunkEnd(br); err != nil {
 			return 0, err
 		}
 		b.inChunk = false
 	}
 	if !b.inChunk {
-		size, err := readChunkSize(br)
+		size, err := h1.ReadChunkSize(br)
 		if err != nil {
 			return 0, err
 		}
@@ -99,7 +101,7 @@ func (b *body) readChunked(p []byte) (int, error) {
 	n, err := br.Read(p)
 	b.left -= int64(n)
 	if err != nil {
-		return n, bodyEOF(err)
+		return n, h1.BodyEOF(err)
 	}
 	if b.left > 0 {
 		return n, nil
@@ -111,7 +113,7 @@ func (b *body) readChunked(p []byte) (int, error) {
 		return n, nil
 	}
 	b.inChunk = false
-	if err := readChunkEnd(br); err != nil {
+	if err := h1.ReadChunkEnd(br); err != nil {
 		return n, err
 	}
 	if next, _ := br.Peek(br.Buffered()); len(next) >= 5 && string(next[:5]) == "0\r\n\r\n" {
@@ -123,7 +125,7 @@ func (b *body) readChunked(p []byte) (int, error) {
 
 // lastChunk reads the trailers after the zero-size chunk.
 func (b *body) lastChunk() error {
-	if err := skipTrailers(b.c.br); err != nil {
+	if err := h1.SkipTrailers(b.c.br); err != nil {
 		return err
 	}
 	return io.EOF

@@ -31,6 +31,16 @@ type conn struct {
 	peekClosed bool
 }
 
+// peekAfterIdle is how long a pooled connection idles before its reuse
+// checks that the server has not closed it. A server that closes a
+// keep-alive connection unannounced within this of its last answer loses
+// the next request sent on it, as it would to any client racing the
+// close; servers close idle connections after timeouts of seconds.
+const peekAfterIdle = 50 * time.Millisecond
+
+// idledFor is how long c has been in the pool.
+func (c *conn) idledFor(now time.Time) time.Duration { return now.Sub(c.idleAt) }
+
 func newConn(nc net.Conn, key string) *conn {
 	c := &conn{nc: nc, key: key}
 	c.br = bufio.NewReaderSize(nc, bufferSize)

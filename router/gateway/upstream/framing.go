@@ -1,11 +1,11 @@
 package upstream
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"switchyard/router/h1"
 )
 
 // bodyKind is how an answer's body ends (RFC 9112 §6.3).
@@ -38,7 +38,7 @@ func frameOf(resp *http.Response, method string) (framing, error) {
 		resp.ContentLength = 0
 		if sized && method == http.MethodHead {
 			resp.ContentLength = -1
-			if n, err := parseContentLength(cl); err == nil {
+			if n, err := h1.ParseContentLength(cl); err == nil {
 				resp.ContentLength = n
 			}
 		}
@@ -57,7 +57,7 @@ func frameOf(resp *http.Response, method string) (framing, error) {
 		resp.ContentLength = -1
 		resp.TransferEncoding = []string{"chunked"}
 	case sized:
-		n, err := parseContentLength(cl)
+		n, err := h1.ParseContentLength(cl)
 		if err != nil {
 			return f, err
 		}
@@ -72,31 +72,4 @@ func frameOf(resp *http.Response, method string) (framing, error) {
 	return f, nil
 }
 
-var errBadContentLength = errors.New("upstream: invalid Content-Length in the response")
-
-// parseContentLength reads the header's values, which must all agree.
-func parseContentLength(values []string) (int64, error) {
-	first := strings.TrimSpace(values[0])
-	for _, v := range values[1:] {
-		if strings.TrimSpace(v) != first {
-			return 0, errors.New("upstream: conflicting Content-Length values in the response")
-		}
-	}
-	if first == "" || first[0] < '0' || first[0] > '9' {
-		return 0, errBadContentLength
-	}
-	n, err := strconv.ParseInt(first, 10, 64)
-	if err != nil {
-		return 0, errBadContentLength
-	}
-	return n, nil
-}
-
-func connectionClose(h http.Header) bool {
-	for _, v := range h["Connection"] {
-		if hasToken(v, "close") {
-			return true
-		}
-	}
-	return false
-}
+func connectionClose(h http.Header) bool { return h1.ConnectionHas(h, "close") }

@@ -1,30 +1,15 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"switchyard/router/h1/h1test"
 )
-
-// scriptedConn answers every request with the bytes it holds.
-type scriptedConn struct {
-	r io.Reader
-}
-
-func (c *scriptedConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
-func (c *scriptedConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (c *scriptedConn) Close() error                     { return nil }
-func (c *scriptedConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *scriptedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (c *scriptedConn) SetDeadline(time.Time) error      { return nil }
-func (c *scriptedConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 
 // FuzzResponse feeds arbitrary bytes to the answer path: head, framing
 // and body. It must never panic, and a body never yields more bytes than
@@ -45,7 +30,7 @@ func FuzzResponse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr := New(http.DefaultTransport)
-		c := newConn(&scriptedConn{r: bytes.NewReader(data)}, "fuzz:80")
+		c := newConn(&h1test.Conn{R: bytes.NewReader(data)}, "fuzz:80")
 		req, err := http.NewRequest(http.MethodPost, "http://fuzz/", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
@@ -60,19 +45,5 @@ func FuzzResponse(f *testing.F) {
 		}
 		_ = resp.Body.Close()
 		tr.CloseIdleConnections()
-	})
-}
-
-// FuzzChunkSize checks the chunk-size parser against its definition: hex
-// digits, optional extensions, never a negative size.
-func FuzzChunkSize(f *testing.F) {
-	for _, seed := range []string{"0\r\n", "1a;ext=v\r\n", "FFFF \r\n", "\r\n", "-1\r\n", "1000000000000000000\r\n"} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		n, err := readChunkSize(bufio.NewReader(bytes.NewReader(line)))
-		if err == nil && (n < 0 || n > maxChunkSize) {
-			t.Fatalf("size %d from %q", n, line)
-		}
 	})
 }

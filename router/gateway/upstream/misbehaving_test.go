@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"switchyard/router/h1"
 )
 
 func TestHeadCutShortIsAnErrorAndNotRetried(t *testing.T) {
@@ -62,7 +64,7 @@ func TestBadChunkSize(t *testing.T) {
 	resp, err := tr.RoundTrip(post(t, context.Background(), rs.url(), "{}"))
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, errBadChunk)
+	require.ErrorIs(t, err, h1.ErrBadChunk)
 	require.Equal(t, "hello", string(b))
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, 0, tr.pool.idleCount(hostPort(resp.Request)))
@@ -77,7 +79,7 @@ func TestChunkDataWithoutCRLF(t *testing.T) {
 	resp, err := tr.RoundTrip(post(t, context.Background(), rs.url(), "{}"))
 	require.NoError(t, err)
 	_, err = io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, errBadChunk)
+	require.ErrorIs(t, err, h1.ErrBadChunk)
 }
 
 func TestChunkedTrailersAreRead(t *testing.T) {
@@ -213,7 +215,8 @@ func TestInterimAnswersAreSkipped(t *testing.T) {
 }
 
 // A server that closes a keep-alive connection while it idles: the next
-// request sees it closed before sending and takes a new connection.
+// request, once the connection has idled for peekAfterIdle, sees it closed
+// before sending and takes a new connection.
 func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 	closed := make(chan struct{})
 	rs := newRawServer(t, func(t *testing.T, n int, c net.Conn, br *bufio.Reader) {
@@ -245,6 +248,8 @@ func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 		defer tr.pool.put(c)
 		return c.peerClosed()
 	}, 10*time.Second, time.Millisecond)
+	later := time.Now().Add(peekAfterIdle)
+	tr.pool.now = func() time.Time { return later }
 	_, body = roundTrip(t, tr, post(t, context.Background(), rs.url(), "second"))
 	require.Equal(t, "second", body)
 	require.Equal(t, 2, rs.connections())

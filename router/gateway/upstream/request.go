@@ -7,7 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"switchyard/router/h1"
 )
 
 // skippedRequestHeaders are written by writeRequest itself (Host, framing,
@@ -27,7 +28,7 @@ func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
 	if host == "" {
 		host = req.URL.Host
 	}
-	if !validHeaderValue(host) {
+	if !h1.ValidHeaderValue(host) {
 		return errors.New("upstream: invalid Host")
 	}
 	w.WriteString(req.Method)
@@ -49,11 +50,11 @@ func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
 		if skippedRequestHeaders[name] {
 			continue
 		}
-		if !validHeaderName(name) {
+		if !h1.ValidHeaderName(name) {
 			return fmt.Errorf("upstream: invalid header name %q", name)
 		}
 		for _, v := range values {
-			if !validHeaderValue(v) {
+			if !h1.ValidHeaderValue(v) {
 				return fmt.Errorf("upstream: invalid value for header %q", name)
 			}
 			w.WriteString(name)
@@ -104,17 +105,6 @@ func closeRequested(req *http.Request) bool {
 	return req.Close || connectionClose(req.Header)
 }
 
-// hasToken reports whether the comma-separated list v holds token,
-// ignoring case.
-func hasToken(v, token string) bool {
-	for part := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(part), token) {
-			return true
-		}
-	}
-	return false
-}
-
 // validRequestTarget rejects a target that would break the request line.
 func validRequestTarget(s string) bool {
 	if s == "" {
@@ -122,38 +112,6 @@ func validRequestTarget(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName[T string | []byte](s T) bool {
-	if len(s) == 0 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-// validHeaderValue rejects control characters (tab aside), which could
-// end the header line early.
-func validHeaderValue[T string | []byte](s T) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}
 	}

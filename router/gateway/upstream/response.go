@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"switchyard/router/h1"
 )
 
 // maxHeadBytes caps one response head (status line and headers), as
@@ -48,7 +50,7 @@ func readHead(br *bufio.Reader) (*http.Response, error) {
 // may have acted on it.
 func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 	budget := maxHeadBytes
-	line, err := readLine(br, &budget)
+	line, err := h1.ReadLine(br, &budget)
 	if err != nil {
 		if first && len(line) == 0 && isPeerClose(err) {
 			return nil, fmt.Errorf("upstream: connection closed before any byte of the answer: %w", err)
@@ -62,14 +64,14 @@ func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 	values := make([]string, 0, 8) // one backing array for most heads
 	h := make(http.Header, 8)
 	for {
-		line, err := readLine(br, &budget)
+		line, err := h1.ReadLine(br, &budget)
 		if err != nil {
 			return nil, headError(err)
 		}
 		if len(line) == 0 {
 			break
 		}
-		name, value, err := parseHeaderLine(line)
+		name, value, err := h1.ParseHeaderLine(line)
 		if err != nil {
 			return nil, err
 		}
@@ -93,61 +95,33 @@ func headError(err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	if errors.Is(err, errHeadTooLarge) {
-		return err
+	if errors.Is(err, h1.ErrTooLong) {
+		return errHeadTooLarge
 	}
 	return fmt.Errorf("upstream: reading the response head: %w", err)
-}
-
-// readLine reads one line without its line ending (CRLF, or a bare LF as
-// net/http accepts), charging it to budget. The returned slice is only
-// valid until the next read from br.
-func readLine(br *bufio.Reader, budget *int) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		// A line longer than the buffer: gather it within the budget.
-		long := append([]byte(nil), line...)
-		for err == bufio.ErrBufferFull && len(long) <= *budget {
-			line, err = br.ReadSlice('\n')
-			long = append(long, line...)
-		}
-		line = long
-	}
-	if len(line) > *budget {
-		return nil, errHeadTooLarge
-	}
-	*budget -= len(line)
-	if err != nil {
-		return line, err
-	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
 }
 
 // parseStatusLine parses "HTTP/1.x 200 OK"; the reason may be empty.
 func parseStatusLine(line []byte) (*http.Response, error) {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
 		(line[7] != '0' && line[7] != '1') || (len(line) > 12 && line[12] != ' ') {
-		return nil, fmt.Errorf("upstream: malformed status line %q", clip(line))
+		return nil, fmt.Errorf("upstream: malformed status line %q", h1.Clip(line))
 	}
 	code := 0
 	for _, c := range line[9:12] {
 		if c < '0' || c > '9' {
-			return nil, fmt.Errorf("upstream: malformed status code in %q", clip(line))
+			return nil, fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
 		}
 		code = code*10 + int(c-'0')
 	}
 	if code < 100 {
-		return nil, fmt.Errorf("upstream: malformed status code in %q", clip(line))
+		return nil, fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
 	}
 	var reason []byte
 	if len(line) > 12 {
 		reason = line[13:]
 	}
-	if !validHeaderValue(reason) {
+	if !h1.ValidHeaderValue(reason) {
 		return nil, errors.New("upstream: control character in the status line")
 	}
 	resp := &http.Response{StatusCode: code, Status: statusText(code, reason), ProtoMajor: 1, Proto: "HTTP/1.1"}
@@ -157,34 +131,4 @@ func parseStatusLine(line []byte) (*http.Response, error) {
 		resp.ProtoMinor = 1
 	}
 	return resp, nil
-}
-
-// parseHeaderLine splits "Name: value", the name canonicalized and the
-// value trimmed.
-func parseHeaderLine(line []byte) (string, string, error) {
-	colon := bytes.IndexByte(line, ':')
-	if colon <= 0 {
-		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
-			return "", "", errors.New("upstream: folded header line in the response")
-		}
-		return "", "", fmt.Errorf("upstream: malformed header line %q", clip(line))
-	}
-	name := line[:colon]
-	if !validHeaderName(name) {
-		return "", "", fmt.Errorf("upstream: invalid header name %q", clip(name))
-	}
-	value := bytes.Trim(line[colon+1:], " \t")
-	if !validHeaderValue(value) {
-		return "", "", fmt.Errorf("upstream: invalid value for header %q", clip(name))
-	}
-	return canonicalKey(name), string(value), nil
-}
-
-// clip bounds an echoed input in an error message.
-func clip(b []byte) string {
-	const max = 64
-	if len(b) > max {
-		return string(b[:max]) + "..."
-	}
-	return string(b)
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+
+	"switchyard/router/h1"
 )
 
 // Transport is an http.RoundTripper for plain HTTP/1.1 backends; see the
@@ -47,7 +49,7 @@ func handles(req *http.Request) bool {
 	if u == nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
 		return false
 	}
-	if req.Method == http.MethodConnect || !validHeaderName(req.Method) {
+	if req.Method == http.MethodConnect || !h1.ValidHeaderName(req.Method) {
 		return false
 	}
 	if len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 || req.Header.Get("Expect") != "" {
@@ -94,8 +96,10 @@ func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, 
 	var c *conn
 	if !fresh {
 		// A connection its server closed while it idled is dropped here,
-		// before any byte of the request could be lost with it.
-		for c = t.pool.get(key); c != nil && c.peerClosed(); c = t.pool.get(key) {
+		// before any byte of the request could be lost with it. One that
+		// idled for less than peekAfterIdle is not checked: a busy router
+		// would pay a system call per request for nothing.
+		for c = t.pool.get(key); c != nil && c.idledFor(t.pool.now()) >= peekAfterIdle && c.peerClosed(); c = t.pool.get(key) {
 			c.close()
 		}
 	}

@@ -1,0 +1,87 @@
+package httpd
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// requestContext is a request's context: canceled when its handler
+// returns or the watch sees the client leave. It implements AfterFunc, so
+// a context derived from it (a handler's timeout) registers a callback
+// instead of starting a goroutine per derivation, and makes its Done
+// channel only when someone asks.
+type requestContext struct {
+	parent context.Context
+	mu     sync.Mutex
+	done   chan struct{}
+	err    error
+	funcs  []*afterFunc
+}
+
+type afterFunc struct{ f func() }
+
+func (c *requestContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *requestContext) Value(key any) any           { return c.parent.Value(key) }
+
+func (c *requestContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+func (c *requestContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// AfterFunc runs f on its own goroutine once the context is canceled; stop
+// reports whether it kept f from running.
+func (c *requestContext) AfterFunc(f func()) (stop func() bool) {
+	a := &afterFunc{f: f}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	c.funcs = append(c.funcs, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, g := range c.funcs {
+			if g == a {
+				c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// cancel ends the context with context.Canceled.
+func (c *requestContext) cancel() {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = context.Canceled
+	if c.done != nil {
+		close(c.done)
+	}
+	funcs := c.funcs
+	c.funcs = nil
+	c.mu.Unlock()
+	for _, a := range funcs {
+		go a.f()
+	}
+}

@@ -1,0 +1,164 @@
+package httpd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A client that leaves while its request runs cancels the request's
+// context, and contexts derived from it, once the watch has started.
+func TestClientLeavingCancelsTheRequest(t *testing.T) {
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Hour)
+		defer cancel()
+		close(started)
+		<-ctx.Done()
+		ended <- r.Context().Err()
+	}), func(s *Server) { s.WatchAfter = time.Millisecond })
+	c, _ := raw(t, ts)
+	_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
+	require.NoError(t, err)
+	within(t, started, "the handler to start")
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, within(t, ended, "the request's context to end"), context.Canceled)
+}
+
+// A request whose client stays is not canceled by the watch, and the
+// connection carries the next request after it; the context ends when
+// the handler returns.
+func TestWatchedRequestCompletes(t *testing.T) {
+	var last context.Context
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(20 * time.Millisecond) // outlasts WatchAfter, so the watch runs
+		}
+		require.NoError(t, r.Context().Err())
+		last = r.Context()
+		_, _ = io.WriteString(w, r.URL.Path)
+	}), func(s *Server) { s.WatchAfter = time.Millisecond })
+	c, br := raw(t, ts)
+	_, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	require.NoError(t, err)
+	_, body := readResponse(t, br, http.MethodGet)
+	require.Equal(t, "/slow", body)
+	require.ErrorIs(t, last.Err(), context.Canceled, "ended with its handler")
+	_, err = io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	require.NoError(t, err)
+	_, body = readResponse(t, br, http.MethodGet)
+	require.Equal(t, "/next", body)
+}
+
+// Shutdown closes idle connections at once and waits for a running
+// request, whose answer says the connection ends.
+func TestShutdownWaitsForRunningRequests(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	idle, ibr := raw(t, ts)
+	_, err := io.WriteString(idle, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	require.NoError(t, err)
+	readResponse(t, ibr, http.MethodGet)
+
+	busy, bbr := raw(t, ts)
+	_, err = io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	require.NoError(t, err)
+	within(t, started, "the slow request to start")
+
+	shut := make(chan error, 1)
+	go func() { shut <- ts.Shutdown(context.Background()) }()
+	_, err = ibr.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the idle connection is closed")
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) with a request running", err)
+	default:
+	}
+	close(release)
+	resp, body := readResponse(t, bbr, http.MethodGet)
+	require.Equal(t, "done", body)
+	require.True(t, resp.Close)
+	require.NoError(t, within(t, shut, "Shutdown to return"))
+}
+
+// Shutdown gives up when its context does; Close ends what is left.
+func TestShutdownHonoursItsContext(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}), func(s *Server) { s.WatchAfter = time.Millisecond })
+	c, _ := raw(t, ts)
+	_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	require.NoError(t, err)
+	within(t, started, "the request to start")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, ts.Shutdown(ctx), context.Canceled)
+}
+
+// A client that opens a head and stalls is cut off by ReadHeaderTimeout.
+func TestStalledHeadIsCutOff(t *testing.T) {
+	ts := serve(t, echo, func(s *Server) { s.ReadHeaderTimeout = 50 * time.Millisecond })
+	c, br := raw(t, ts)
+	_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost:")
+	require.NoError(t, err)
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF)
+	require.Empty(t, ts.refused(), "a stalled client is not answered")
+}
+
+// An idle keep-alive connection is closed after IdleTimeout.
+func TestIdleConnectionsTimeOut(t *testing.T) {
+	ts := serve(t, echo, func(s *Server) { s.IdleTimeout = 50 * time.Millisecond })
+	c, br := raw(t, ts)
+	_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	require.NoError(t, err)
+	readResponse(t, br, http.MethodGet)
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF)
+}
+
+// http.ResponseController reaches the connection through wrappers that
+// Unwrap, as the gateway's do.
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func TestResponseControllerThroughWrappers(t *testing.T) {
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(wrapped{w})
+		require.NoError(t, rc.SetWriteDeadline(time.Now().Add(time.Minute)))
+		require.NoError(t, rc.SetReadDeadline(time.Time{}))
+		_, _ = io.WriteString(w, "flushed")
+		require.NoError(t, rc.Flush())
+		_, _, err := rc.Hijack()
+		require.ErrorIs(t, err, http.ErrNotSupported)
+		require.True(t, errors.Is(rc.EnableFullDuplex(), http.ErrNotSupported))
+	}))
+	resp, err := client(t).Get(ts.url("/"))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, "flushed", string(b))
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain"))
+}
