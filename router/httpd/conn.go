@@ -75,8 +75,11 @@ func (c *conn) serve() {
 // awaitRequest waits, idle, for the first byte of a request.
 func (c *conn) awaitRequest() bool {
 	if c.br.Buffered() == 0 {
-		if d := c.srv.IdleTimeout; d > 0 {
+		switch d := c.srv.IdleTimeout; {
+		case d > 0:
 			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+		case c.srv.ReadTimeout > 0: // the last request's deadline must not cut the wait
+			_ = c.nc.SetReadDeadline(time.Time{})
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return false

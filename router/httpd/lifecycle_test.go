@@ -138,6 +138,21 @@ func TestIdleConnectionsTimeOut(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF)
 }
 
+// Without an idle timeout, a kept-alive connection waits for its next
+// request as long as the client likes: the last request's read deadline
+// does not carry over.
+func TestReadTimeoutEndsWithItsRequest(t *testing.T) {
+	ts := serve(t, echo, func(s *Server) { s.ReadTimeout = 50 * time.Millisecond })
+	c, br := raw(t, ts)
+	for _, path := range []string{"/first", "/after-a-pause"} {
+		_, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		require.NoError(t, err)
+		_, body := readResponse(t, br, http.MethodGet)
+		require.Equal(t, "GET "+path+"  ", body)
+		time.Sleep(150 * time.Millisecond) // idle past the read timeout, the case under test
+	}
+}
+
 // http.ResponseController reaches the connection through wrappers that
 // Unwrap, as the gateway's do.
 type wrapped struct{ http.ResponseWriter }

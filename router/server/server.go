@@ -544,8 +544,8 @@ func (s *Server) Reload(cfg *config.Config) error {
 		c.Dynamo.Discovery.Etcd.Embedded = old.Dynamo.Discovery.Etcd.Embedded
 		cfg = c
 	}
-	if cfg.Gateway.ReadTimeout != old.Gateway.ReadTimeout {
-		s.log.Warn("gateway.read_timeout changes take effect after a restart")
+	if cfg.Gateway.ReadTimeout != old.Gateway.ReadTimeout || cfg.Gateway.Server != old.Gateway.Server {
+		s.log.Warn("gateway.read_timeout and gateway.server changes take effect after a restart")
 	}
 	if cfg.EPP.Enabled != old.EPP.Enabled || cfg.EPP.Listen != old.EPP.Listen || cfg.EPP.HealthListen != old.EPP.HealthListen || cfg.EPP.Plaintext != old.EPP.Plaintext ||
 		cfg.EPP.CertFile != old.EPP.CertFile || cfg.EPP.KeyFile != old.EPP.KeyFile {

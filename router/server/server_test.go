@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -436,6 +437,24 @@ func TestIngressesAreMounted(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, b)
 		require.Contains(t, string(b), "model", "%s answers with its own validation error", path)
 	}
+}
+
+// A head the builtin server refuses is answered and counted under its
+// reason on the router's own metrics.
+func TestRefusedHeadsAreCounted(t *testing.T) {
+	srv, err := New(embeddedConfig("tok"), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GARBAGE\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, 1.0, metricValue(t, srv, `switchyard_gateway_refused_requests_total{reason="malformed"}`))
 }
 
 // A client that connected and sent nothing does not hold the stop:
