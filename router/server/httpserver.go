@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"switchyard/router/config"
 	"switchyard/router/httpd"
 )
@@ -35,7 +37,7 @@ func (s *Server) newHTTPServer(h http.Handler, g config.Gateway) httpServer {
 	if g.Server == config.ServerNetHTTP {
 		return newNetHTTPServer(h, g)
 	}
-	return &httpd.Server{
+	srv := &httpd.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       g.ReadTimeout.Std(),
@@ -44,6 +46,11 @@ func (s *Server) newHTTPServer(h http.Handler, g config.Gateway) httpServer {
 		Logger:            s.log,
 		Refused:           s.metrics.Gateway.CountRefused,
 	}
+	s.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchyard_http_open_connections",
+		Help: "Client connections open to the builtin HTTP server, idle keep-alive ones included.",
+	}, func() float64 { return float64(srv.OpenConns()) }))
+	return srv
 }
 
 // netHTTPServer is net/http's server with the connections that never

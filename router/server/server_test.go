@@ -455,6 +455,10 @@ func TestRefusedHeadsAreCounted(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, 1.0, metricValue(t, srv, `switchyard_gateway_refused_requests_total{reason="malformed"}`))
+	// The refused connection is closed; the one scraping is open.
+	eventually(t, "the refused connection to be let go", func() bool {
+		return metricValue(t, srv, "switchyard_http_open_connections") == 1
+	})
 }
 
 // A client that connected and sent nothing does not hold the stop:
