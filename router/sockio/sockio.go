@@ -9,7 +9,8 @@
 // bytes to the peer often does). That costs a thread wake-up and keeps the
 // monitor polling at its fastest rate. Conn issues the same calls as raw
 // system calls through the socket's syscall.RawConn, so waiting, deadlines
-// and Close behave exactly as for the wrapped connection.
+// and Close behave exactly as for the wrapped connection. (Under the race
+// detector they go through the syscall package instead; see race.go.)
 package sockio
 
 import (
@@ -18,7 +19,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // Conn is a TCP connection whose Read and Write issue raw system calls. Every
@@ -82,10 +82,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 // readOnce makes one read; false asks the poller to wait for readability.
 func (c *Conn) readOnce(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, e := sysRead(fd, c.rbuf)
 		switch e {
 		case 0:
-			c.rn = int(n)
+			c.rn = n
 			return true
 		case syscall.EINTR:
 			continue
@@ -123,10 +123,10 @@ func (c *Conn) Write(p []byte) (int, error) {
 func (c *Conn) writeSome(fd uintptr) bool {
 	for c.wn < len(c.wbuf) {
 		rest := c.wbuf[c.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		n, e := sysWrite(fd, rest)
 		switch e {
 		case 0:
-			c.wn += int(n)
+			c.wn += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
