@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Core packages: deterministic, and always tested under the race detector.
 CORE := ./router/clock/... ./router/events/... ./router/core/... ./router/coreconfig/... ./router/discovery/... ./router/discoverysource/... \
         ./router/config/... ./router/picker/... ./router/envelope/... ./router/eventplane/... ./router/load/... \
-        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./router/h1/... ./router/httpd/... ./sim/... ./recorder/... ./scenario/expect/...
+        ./router/kv/... ./router/kvsource/... ./router/tokenizer/... ./router/prompt/... ./router/admin/... ./router/metrics/... ./router/h1/... ./router/httpd/... ./router/sockio/... ./sim/... ./recorder/... ./scenario/expect/...
 
 .PHONY: build test scenarios test-deps envtest-assets grpcurl inference-sim vet fmt-check race demo bench fuzz clean
 

@@ -6,7 +6,11 @@
 # goes through discovery, the picker and the pinned dispatch path. Two
 # routers run: "switchyard" with the demo's KV-aware routing (each prompt
 # rendered with the fleet's chat template and tokenized) and
-# "switchyard (load)" with --kv=false (the load-based picker alone).
+# "switchyard (load)" with --kv=false (the load-based picker alone). A
+# third proxy, "go relay (floor)" (hack/benchrelay), copies bytes between
+# each client connection and its own shim connection without reading HTTP:
+# what Go's runtime and the sockets alone cost a goroutine-per-connection
+# proxy here, so the routers' distance from it is their own work.
 #
 #   hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
 #
@@ -33,8 +37,9 @@ trap cleanup EXIT
 
 go build -o "$work/switchyard" ./cmd/switchyard
 go build -o "$work/benchshim" ./hack/benchshim
+go build -o "$work/benchrelay" ./hack/benchrelay
 
-SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300 ROUTER_LOAD=127.0.0.1:19400
+SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300 ROUTER_LOAD=127.0.0.1:19400 RELAY=127.0.0.1:19500
 "$work/benchshim" -addr "$SHIM" & pids+=($!)
 SHIM_PID=$!
 
@@ -55,6 +60,8 @@ backend shim
 CFG
 haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
 HAPROXY_PID=$!
+"$work/benchrelay" -addr "$RELAY" -backend "$SHIM" & pids+=($!)
+RELAY_PID=$!
 
 start_router() { # addr name flags...
 	local addr=$1 name=$2
@@ -103,7 +110,7 @@ run() { # target conns pid -> "rps p50 p99 non2xx cpu_us_per_request"
 echo "| connections | target | requests/s | p50 | p99 | non-2xx | CPU/request |"
 echo "|---|---|---|---|---|---|---|"
 for c in "${CONNS[@]}"; do
-	for t in "shim (direct)|$SHIM|$SHIM_PID" "haproxy|$HAPROXY|$HAPROXY_PID" "switchyard|$ROUTER|$ROUTER_PID" "switchyard (load)|$ROUTER_LOAD|$ROUTER_LOAD_PID"; do
+	for t in "shim (direct)|$SHIM|$SHIM_PID" "haproxy|$HAPROXY|$HAPROXY_PID" "go relay (floor)|$RELAY|$RELAY_PID" "switchyard|$ROUTER|$ROUTER_PID" "switchyard (load)|$ROUTER_LOAD|$ROUTER_LOAD_PID"; do
 		IFS='|' read -r name addr pid <<<"$t"
 		read -r rps p50 p99 bad cpu unit < <(run "$addr" "$c" "$pid")
 		echo "| $c | $name | $rps | $p50 | $p99 | $bad | $cpu $unit |"

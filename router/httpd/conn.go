@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"switchyard/router/sockio"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	nc = sockio.Wrap(nc)
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String()}
 	c.cr.nc = nc
 	c.br = bufio.NewReaderSize(&c.cr, 4<<10)

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"net"
+	"switchyard/router/sockio"
 	"syscall"
 	"time"
 )
@@ -42,6 +43,7 @@ const peekAfterIdle = 50 * time.Millisecond
 func (c *conn) idledFor(now time.Time) time.Duration { return now.Sub(c.idleAt) }
 
 func newConn(nc net.Conn, key string) *conn {
+	nc = sockio.Wrap(nc)
 	c := &conn{nc: nc, key: key}
 	c.br = bufio.NewReaderSize(nc, bufferSize)
 	c.bw = bufio.NewWriterSize(writeCounter{c}, bufferSize)
