@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	upstreamhttp "switchyard/router/gateway/upstream"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
 )
@@ -141,12 +142,14 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 		a.cancel = func() { cancel(nil); stop() }
 	} else {
 		// A fixed deadline, the backend's or the request's, whichever
-		// comes first: the context's own timer, nothing to restart.
+		// comes first, carried to the upstream client, which makes it
+		// its connection's: no timer or context of its own to set up
+		// and release per request.
 		end, cause := time.Now().Add(b.timeout()), errBackendTimeout
 		if x.deadline.Before(end) {
 			end, cause = x.deadline, errRequestTimeout
 		}
-		a.ctx, a.cancel = context.WithDeadlineCause(x.ctx, end, cause)
+		a.ctx, a.cancel = upstreamhttp.WithDeadline(x.ctx, end, cause), noCancel
 	}
 
 	req, err := b.newRequest(a.ctx, path, x.r.URL.RawQuery, body)
@@ -168,7 +171,7 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 
 	resp, err := x.g.transport.RoundTrip(req)
 	if err != nil {
-		o := x.failed(a)
+		o := x.failed(a, err)
 		x.note.attempt(b.name, sel, 0)
 		if x.g.log.Enabled(x.ctx, slog.LevelDebug) {
 			x.g.log.Debug("upstream attempt failed", "backend", b.name, "outcome", o.String())
@@ -192,16 +195,24 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	return a, answered
 }
 
-// failed classifies why an attempt got no (or only part of an) answer.
-func (x *exchange) failed(a *attempt) outcome {
+// failed classifies why an attempt got no (or only part of an) answer,
+// err being how it failed: the deadline that ended it is the cause of
+// its context (a stream's) or wrapped in err (a buffered one's).
+func (x *exchange) failed(a *attempt, err error) outcome {
 	switch {
-	case x.ctx.Err() != nil || errors.Is(context.Cause(a.ctx), errRequestTimeout):
+	case x.ctx.Err() != nil || endedBy(a, err, errRequestTimeout):
 		return canceled
-	case errors.Is(context.Cause(a.ctx), errBackendTimeout):
+	case endedBy(a, err, errBackendTimeout):
 		return timedOut
 	}
 	return connectFailed
 }
+
+func endedBy(a *attempt, err, cause error) bool {
+	return errors.Is(context.Cause(a.ctx), cause) || errors.Is(err, cause)
+}
+
+func noCancel() {}
 
 // settle ends an attempt once: it counts the result, gives the breaker
 // its verdict and releases the connection and timer.

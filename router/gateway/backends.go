@@ -71,7 +71,8 @@ func (b *backend) newRequest(ctx context.Context, path, rawQuery string, body []
 		req.Body = http.NoBody
 		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 	}
-	return req.WithContext(ctx), nil
+	*req = *req.WithContext(ctx) // in place: one Request on the heap, not two
+	return req, nil
 }
 
 func (b *backend) timeout() time.Duration {

@@ -507,6 +507,19 @@ func TestTimeouts(t *testing.T) {
 		assert.Equal(t, "upstream_timeout", errorCode(t, body))
 		eventuallyCount(t, f, 1.0, "backend", "vllm", metrics.ResultTimeout)
 	})
+	t.Run("backend timeout, net/http client", func(t *testing.T) {
+		vllm := newUpstream(t, "vllm")
+		slow(vllm)
+		b := backendFor(vllm, plainModel)
+		b.Timeout = config.Duration(200 * time.Millisecond)
+		cfg := dynamoConfig(nil, b)
+		cfg.Gateway.UpstreamClient = config.UpstreamClientNetHTTP
+		f := newFixture(t, cfg, nil)
+		resp, body := f.post(pathChat, chatBody(plainModel, false), nil)
+		assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode)
+		assert.Equal(t, "upstream_timeout", errorCode(t, body))
+		eventuallyCount(t, f, 1.0, "backend", "vllm", metrics.ResultTimeout)
+	})
 	t.Run("backend timeout, pinned", func(t *testing.T) {
 		shim := newUpstream(t, "dyn-a")
 		slow(shim)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"mime"
@@ -117,9 +116,9 @@ func (x *exchange) brokenResult(a *attempt, err error) (string, verdict) {
 	switch {
 	case errors.As(err, &cw) || x.r.Context().Err() != nil:
 		return metrics.ResultCanceled, neutral
-	case x.failed(a) == timedOut:
+	case x.failed(a, err) == timedOut:
 		return metrics.ResultTimeout, failure
-	case errors.Is(context.Cause(a.ctx), errRequestTimeout):
+	case endedBy(a, err, errRequestTimeout):
 		return metrics.ResultCanceled, neutral
 	}
 	return metrics.ResultStreamError, failure

@@ -66,7 +66,7 @@ func (u *upstreams) configure(g config.Gateway) {
 
 func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	if u.useStd.Load() {
-		return u.std.RoundTrip(req)
+		return upstreamhttp.RoundTripWith(u.std, req)
 	}
 	return u.builtin.RoundTrip(req)
 }

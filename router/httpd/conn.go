@@ -7,10 +7,11 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"switchyard/router/sockio"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"switchyard/router/sockio"
 )
 
 // Connection states, for Shutdown: only an idle connection (new ones

@@ -72,7 +72,11 @@ func newResponse(c *conn, hd head) *response {
 		req.Body = &w.body
 		c.socketFree.Store(!hd.chunked && int64(c.br.Buffered()) >= hd.length)
 	}
-	w.req = req.WithContext(&w.ctx)
+	// Setting the context in place: WithContext's copy, inlined, stays on
+	// the stack, where assigning its result would put a second Request on
+	// the heap.
+	*req = *req.WithContext(&w.ctx)
+	w.req = req
 	w.out = outPool.Get().(*out)
 	w.out.bw.Reset(c.nc)
 	return w

@@ -4,6 +4,7 @@ package upstream
 
 import (
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -25,6 +26,7 @@ func (c *conn) peerClosed() bool {
 		}
 		c.raw, c.peekFn = rc, c.peek
 	}
+	c.setDeadline(time.Time{}) // the last exchange's may have passed while c idled
 	if err := c.raw.Read(c.peekFn); err != nil {
 		return true
 	}

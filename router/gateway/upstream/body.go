@@ -17,7 +17,8 @@ type body struct {
 	t    *Transport
 	c    *conn
 	ctx  context.Context
-	stop func() bool // unregisters the context's interrupt
+	dl   *deadlineContext // the exchange deadline, if any
+	stop func() bool      // unregisters the context's interrupt
 	f    framing
 	// left is what remains of the body (lengthBody) or of the current
 	// chunk (chunkedBody); inChunk is set between a chunk's size line and
@@ -56,7 +57,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		b.end(nil)
 	} else if err != nil {
-		err = b.t.failure(b.ctx, err)
+		err = b.t.failure(b.ctx, b.dl, err)
 		b.end(err)
 	}
 	return n, err

@@ -3,9 +3,10 @@ package upstream
 import (
 	"bufio"
 	"net"
-	"switchyard/router/sockio"
 	"syscall"
 	"time"
+
+	"switchyard/router/sockio"
 )
 
 // bufferSize is each connection's read and write buffer, as the gateway's
@@ -24,6 +25,9 @@ type conn struct {
 	written int64
 	idleAt  time.Time
 	reused  bool // taken from the pool rather than dialled for this request
+	// deadline is the socket's read and write deadline (zero: none), so
+	// an exchange sets it only when it changes.
+	deadline time.Time
 
 	// The idle-socket check's state (alive_linux.go), set on first use.
 	raw        syscall.RawConn
@@ -66,3 +70,11 @@ func (c *conn) close() { _ = c.nc.Close() }
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) interrupt() { _ = c.nc.SetDeadline(aLongTimeAgo) }
+
+// setDeadline makes at the socket's deadline.
+func (c *conn) setDeadline(at time.Time) {
+	if !at.Equal(c.deadline) {
+		_ = c.nc.SetDeadline(at)
+		c.deadline = at
+	}
+}

@@ -35,7 +35,7 @@ func FuzzResponse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := tr.exchange(context.Background(), c, req)
+		resp, err := tr.exchange(context.Background(), nil, c, req)
 		if err != nil {
 			return
 		}

@@ -67,12 +67,12 @@ func handles(req *http.Request) bool {
 // and inference requests are not idempotent.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !handles(req) {
-		return t.Fallback.RoundTrip(req)
+		return RoundTripWith(t.Fallback, req)
 	}
-	ctx := req.Context()
+	ctx, dl := splitDeadline(req.Context())
 	key := hostPort(req)
 	for retry := false; ; retry = true {
-		resp, c, err := t.tryOnce(ctx, req, key, retry)
+		resp, c, err := t.tryOnce(ctx, dl, req, key, retry)
 		if err == nil {
 			return resp, nil
 		}
@@ -89,9 +89,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // tryOnce makes one attempt on a pooled connection (unless fresh) or a
 // new one. It returns the connection used, if any, with the error.
-func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, fresh bool) (*http.Response, *conn, error) {
+func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, req *http.Request, key string, fresh bool) (*http.Response, *conn, error) {
 	if ctx.Err() != nil {
-		return nil, nil, t.failure(ctx, ctx.Err())
+		return nil, nil, t.failure(ctx, nil, ctx.Err())
+	}
+	if err := dl.expired(nil, time.Now()); err != nil {
+		return nil, nil, err
 	}
 	var c *conn
 	if !fresh {
@@ -104,20 +107,38 @@ func (t *Transport) tryOnce(ctx context.Context, req *http.Request, key string, 
 		}
 	}
 	if c == nil {
-		nc, err := t.dialer.DialContext(ctx, "tcp", key)
+		nc, err := t.dial(ctx, dl, key)
 		if err != nil {
-			return nil, nil, t.failure(ctx, fmt.Errorf("upstream: %w", err))
+			return nil, nil, t.failure(ctx, dl, fmt.Errorf("upstream: %w", err))
 		}
 		c = newConn(nc, key)
 	}
-	resp, err := t.exchange(ctx, c, req)
+	resp, err := t.exchange(ctx, dl, c, req)
 	return resp, c, err
 }
 
-// exchange writes req on c and reads the answer's head. The context's
-// cancellation interrupts a blocked write or read by putting the
-// connection's deadline in the past; no goroutine waits on it.
-func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (*http.Response, error) {
+// dial connects to key within the exchange deadline, if any.
+func (t *Transport) dial(ctx context.Context, dl *deadlineContext, key string) (net.Conn, error) {
+	if dl == nil {
+		return t.dialer.DialContext(ctx, "tcp", key)
+	}
+	dctx, cancel := context.WithDeadlineCause(ctx, dl.at, dl.cause)
+	defer cancel()
+	return t.dialer.DialContext(dctx, "tcp", key)
+}
+
+// exchange writes req on c and reads the answer's head. The exchange
+// deadline (dl) is the connection's; the context's cancellation
+// interrupts a blocked write or read by putting that deadline in the
+// past. No goroutine or timer of its own waits on either.
+func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, req *http.Request) (*http.Response, error) {
+	// Set before the interrupt is registered: an interrupt that fires
+	// at once must not be overwritten.
+	var at time.Time
+	if dl != nil {
+		at = dl.at
+	}
+	c.setDeadline(at)
 	stop := noStop
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.interrupt)
@@ -126,16 +147,16 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (*
 	closeAfter := closeRequested(req)
 	if err := writeRequest(c.bw, req, closeAfter); err != nil {
 		t.release(c, stop, false)
-		if c.written == 0 && isNetError(err) {
+		if c.written == 0 && isNetError(err) && dl.expired(err, time.Now()) == nil {
 			err = &unsentError{err}
 		}
-		return nil, t.failure(ctx, err)
+		return nil, t.failure(ctx, dl, err)
 	}
 	closeBody(req)
 	resp, err := readHead(c.br)
 	if err != nil {
 		t.release(c, stop, false)
-		return nil, t.failure(ctx, err)
+		return nil, t.failure(ctx, dl, err)
 	}
 	f, err := frameOf(resp, req.Method)
 	if err != nil {
@@ -149,7 +170,7 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (*
 		t.release(c, stop, f.keepAlive)
 		return resp, nil
 	}
-	resp.Body = &body{t: t, c: c, ctx: ctx, stop: stop, f: f, left: f.length}
+	resp.Body = &body{t: t, c: c, ctx: ctx, dl: dl, stop: stop, f: f, left: f.length}
 	return resp, nil
 }
 
@@ -166,14 +187,18 @@ func (t *Transport) release(c *conn, stop func() bool, keepAlive bool) {
 	c.close()
 }
 
-// failure words err, or the context's end when it is why err happened:
-// the error then wraps the context's error and its cause, so callers can
-// tell a cancellation or deadline from a broken backend.
-func (t *Transport) failure(ctx context.Context, err error) error {
-	if ctx.Err() == nil {
-		return err
+// failure words err, or the context's end or the exchange deadline when
+// it is why err happened: the error then wraps context.Canceled or
+// context.DeadlineExceeded and the cause, so callers can tell a
+// cancellation or deadline from a broken backend.
+func (t *Transport) failure(ctx context.Context, dl *deadlineContext, err error) error {
+	if ctx.Err() != nil {
+		return &canceledError{err: ctx.Err(), cause: context.Cause(ctx)}
 	}
-	return &canceledError{err: ctx.Err(), cause: context.Cause(ctx)}
+	if e := dl.expired(err, time.Now()); e != nil {
+		return e
+	}
+	return err
 }
 
 // canceledError is a request ended by its context.
