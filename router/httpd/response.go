@@ -198,7 +198,20 @@ func (w *response) FlushError() error {
 // SetWriteDeadline is what http.ResponseController.SetWriteDeadline calls.
 func (w *response) SetWriteDeadline(t time.Time) error {
 	w.deadlineSet = true
+	w.c.writeDeadline = !t.IsZero()
 	return w.c.nc.SetWriteDeadline(t)
+}
+
+// dropStaleWriteDeadline clears, before this answer's first write, a
+// write deadline an earlier answer on the connection left, unless this
+// one's handler set its own. Clearing here rather than after each answer
+// saves a deadline change per request when every handler sets one (the
+// gateway's do).
+func (w *response) dropStaleWriteDeadline() {
+	if !w.deadlineSet && w.c.writeDeadline {
+		_ = w.c.nc.SetWriteDeadline(time.Time{})
+		w.c.writeDeadline = false
+	}
 }
 
 // SetReadDeadline is what http.ResponseController.SetReadDeadline calls.
@@ -231,9 +244,6 @@ func (w *response) finish() bool {
 
 // release returns the write buffers to the pool.
 func (w *response) release() {
-	if w.deadlineSet {
-		_ = w.c.nc.SetWriteDeadline(time.Time{})
-	}
 	o := w.out
 	w.out = nil
 	o.bw.Reset(nil)
@@ -245,6 +255,7 @@ func (w *response) release() {
 // means the handler has returned, so the held bytes are the whole body.
 func (w *response) writeHead(final bool, p []byte, s string) {
 	w.headSent = true
+	w.dropStaleWriteDeadline()
 	w.chooseFraming(final)
 	w.settleHeaders(p, s)
 	w.writeHeaderLines()
@@ -376,6 +387,7 @@ func (w *response) writeInterim(code int) {
 	if w.headSent || w.err != nil {
 		return
 	}
+	w.dropStaleWriteDeadline()
 	bw := w.out.bw
 	bw.WriteString(statusLineFor(code, 1))
 	for name, values := range w.header {
@@ -397,6 +409,7 @@ func (w *response) writeContinue() {
 	if w.headSent || w.err != nil || w.out == nil {
 		return
 	}
+	w.dropStaleWriteDeadline()
 	w.out.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 	w.err = w.out.bw.Flush()
 }
