@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -38,6 +39,9 @@ type conn struct {
 	br     *bufio.Reader
 	state  atomic.Int32
 	values valueCache // header values its requests repeat
+	// writeDeadline: the socket may hold a write deadline an answer's
+	// handler set (see dropStaleWriteDeadline).
+	writeDeadline bool
 
 	// The watch: after WatchAfter a second goroutine blocks in a one-byte
 	// read, so a client that leaves cancels its request's context.
@@ -95,10 +99,14 @@ func (c *conn) awaitRequest() bool {
 // It reports whether the connection can carry another request.
 func (c *conn) serveOne() bool {
 	start := time.Now()
-	if d := c.srv.ReadHeaderTimeout; d > 0 {
-		_ = c.nc.SetReadDeadline(start.Add(d))
-	} else if c.srv.IdleTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Time{})
+	// A head already whole in the read buffer is parsed without touching
+	// the socket: its deadline would be a deadline change for nothing.
+	if !c.headBuffered() {
+		if d := c.srv.ReadHeaderTimeout; d > 0 {
+			_ = c.nc.SetReadDeadline(start.Add(d))
+		} else if c.srv.IdleTimeout > 0 {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
 	}
 	hd, herr := c.readRequest()
 	if herr != nil {
@@ -108,7 +116,7 @@ func (c *conn) serveOne() bool {
 	switch d := c.srv.ReadTimeout; {
 	case d > 0:
 		_ = c.nc.SetReadDeadline(start.Add(d))
-	case c.srv.ReadHeaderTimeout > 0:
+	case c.srv.ReadHeaderTimeout > 0 || c.srv.IdleTimeout > 0: // the head's or the wait's, which must not cut the body
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 	w := newResponse(c, hd)
@@ -122,6 +130,15 @@ func (c *conn) serveOne() bool {
 	c.state.Store(stateIdle)
 	return true
 }
+
+// headBuffered reports whether the read buffer holds a whole request head
+// (an empty line ends it).
+func (c *conn) headBuffered() bool {
+	buf, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(buf, crlfcrlf)
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
 
 // run calls the handler, with the watch armed around it.
 func (c *conn) run(w *response, req *http.Request) {

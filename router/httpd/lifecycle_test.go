@@ -177,3 +177,45 @@ func TestResponseControllerThroughWrappers(t *testing.T) {
 	require.Equal(t, "flushed", string(b))
 	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain"))
 }
+
+// The idle timeout bounds the wait for a request, not the request: a
+// body that arrives slower than IdleTimeout after a head that came whole
+// is still read in full.
+func TestIdleTimeoutDoesNotCutTheBody(t *testing.T) {
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(b)
+	}), func(s *Server) { s.IdleTimeout = 100 * time.Millisecond })
+	c, br := raw(t, ts)
+	_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nfirst")
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond) // past the idle timeout, mid-body
+	_, err = io.WriteString(c, "-last")
+	require.NoError(t, err)
+	resp, body := readResponse(t, br, http.MethodPost)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "first-last", body)
+}
+
+// A write deadline one answer's handler set does not reach the next
+// answer on the connection, whose handler set none.
+func TestWriteDeadlineEndsWithItsAnswer(t *testing.T) {
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/deadline" {
+			require.NoError(t, http.NewResponseController(w).SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	}))
+	c, br := raw(t, ts)
+	for _, path := range []string{"/deadline", "/after-it-passed"} {
+		_, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		require.NoError(t, err)
+		_, body := readResponse(t, br, http.MethodGet)
+		require.Equal(t, path, body)
+		time.Sleep(150 * time.Millisecond) // past the first answer's deadline
+	}
+}

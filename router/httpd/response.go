@@ -198,7 +198,20 @@ func (w *response) FlushError() error {
 // SetWriteDeadline is what http.ResponseController.SetWriteDeadline calls.
 func (w *response) SetWriteDeadline(t time.Time) error {
 	w.deadlineSet = true
+	w.c.writeDeadline = !t.IsZero()
 	return w.c.nc.SetWriteDeadline(t)
+}
+
+// dropStaleWriteDeadline clears, before this answer's first write, a
+// write deadline an earlier answer on the connection left, unless this
+// one's handler set its own. Clearing here rather than after each answer
+// saves a deadline change per request when every handler sets one (the
+// gateway's do).
+func (w *response) dropStaleWriteDeadline() {
+	if !w.deadlineSet && w.c.writeDeadline {
+		_ = w.c.nc.SetWriteDeadline(time.Time{})
+		w.c.writeDeadline = false
+	}
 }
 
 // SetReadDeadline is what http.ResponseController.SetReadDeadline calls.
@@ -231,9 +244,6 @@ func (w *response) finish() bool {
 
 // release returns the write buffers to the pool.
 func (w *response) release() {
-	if w.deadlineSet {
-		_ = w.c.nc.SetWriteDeadline(time.Time{})
-	}
 	o := w.out
 	w.out = nil
 	o.bw.Reset(nil)
@@ -243,23 +253,39 @@ func (w *response) release() {
 
 // writeHead writes the status line and headers, then what is held. final
 // means the handler has returned, so the held bytes are the whole body.
-// A missing Content-Type is sniffed from the held bytes, or from the write
-// (p, or s when p is nil) that did not fit beside them.
 func (w *response) writeHead(final bool, p []byte, s string) {
 	w.headSent = true
-	o, h := w.out, w.header
+	w.dropStaleWriteDeadline()
+	w.chooseFraming(final)
+	w.settleHeaders(p, s)
+	w.writeHeaderLines()
+	w.writeHeld()
+}
+
+// chooseFraming decides how the body is delimited: by the handler's
+// Content-Length, by what is held when the handler has returned, by
+// chunks (HTTP/1.1), or by closing the connection (HTTP/1.0).
+func (w *response) chooseFraming(final bool) {
 	switch {
 	case w.noBody:
 	case w.declared >= 0:
 	case final:
-		w.declared = int64(len(o.held))
+		w.declared = int64(len(w.out.held))
 	case w.req.ProtoMinor == 1:
 		w.chunked = true
 	default: // HTTP/1.0: the body ends when the connection does
 		w.closeAfter = true
 	}
+}
+
+// settleHeaders completes the handler's headers: a missing Content-Type
+// is sniffed from the held bytes, or from the write (p, or s when p is
+// nil) that did not fit beside them; an empty one is dropped. It also
+// decides whether the connection closes after this answer.
+func (w *response) settleHeaders(p []byte, s string) {
+	h := w.header
 	if ct, ok := h["Content-Type"]; !ok && !w.noBody && h["Content-Encoding"] == nil {
-		if sniff := firstBytes(o.held, p, s); len(sniff) > 0 {
+		if sniff := firstBytes(w.out.held, p, s); len(sniff) > 0 {
 			h["Content-Type"] = []string{http.DetectContentType(sniff)}
 		}
 	} else if ok && len(ct) == 0 {
@@ -268,6 +294,12 @@ func (w *response) writeHead(final bool, p []byte, s string) {
 	if w.c.srv.closing.Load() || h1.ConnectionHas(h, "close") || w.body.wontDrain() {
 		w.closeAfter = true
 	}
+}
+
+// writeHeaderLines writes the status line, the handler's headers (those
+// the server owns skipped) and the server's own, up to the blank line.
+func (w *response) writeHeaderLines() {
+	o, h := w.out, w.header
 	bw := o.bw
 	bw.WriteString(statusLineFor(w.status, w.req.ProtoMinor))
 	for name, values := range h {
@@ -301,14 +333,20 @@ func (w *response) writeHead(final bool, p []byte, s string) {
 		bw.WriteString("Connection: keep-alive\r\n")
 	}
 	bw.WriteString("\r\n")
+}
+
+// writeHeld writes the body bytes held back for the head, as a chunk
+// when the body is chunked, and empties the hold.
+func (w *response) writeHeld() {
+	o := w.out
 	if len(o.held) > 0 && !w.noBody {
 		if w.chunked {
 			o.number(int64(len(o.held)), 16)
-			bw.WriteString("\r\n")
-			bw.Write(o.held)
-			bw.WriteString("\r\n")
+			o.bw.WriteString("\r\n")
+			o.bw.Write(o.held)
+			o.bw.WriteString("\r\n")
 		} else {
-			bw.Write(o.held)
+			o.bw.Write(o.held)
 		}
 	}
 	o.held = o.held[:0]
@@ -349,6 +387,7 @@ func (w *response) writeInterim(code int) {
 	if w.headSent || w.err != nil {
 		return
 	}
+	w.dropStaleWriteDeadline()
 	bw := w.out.bw
 	bw.WriteString(statusLineFor(code, 1))
 	for name, values := range w.header {
@@ -370,6 +409,7 @@ func (w *response) writeContinue() {
 	if w.headSent || w.err != nil || w.out == nil {
 		return
 	}
+	w.dropStaleWriteDeadline()
 	w.out.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 	w.err = w.out.bw.Flush()
 }
