@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sockio reads and writes TCP sockets without the runtime's
 // blocking-system-call bookkeeping.
 //
