@@ -237,11 +237,19 @@ func post(t *testing.T, url string, body []byte) {
 func startForwarders(t *testing.T, pods []*pod) int {
 	t.Helper()
 	port := 0
-	simPorts := freePorts(t, len(pods))
+	lns := make([]net.Listener, len(pods))
 	for i, p := range pods {
 		ln, err := net.Listen("tcp", net.JoinHostPort(p.ip, strconv.Itoa(port)))
 		require.NoError(t, err)
 		port = ln.Addr().(*net.TCPAddr).Port
+		lns[i] = ln
+		t.Cleanup(func() { ln.Close() })
+	}
+	// Chosen while the forwarders hold their port, so no emulator is
+	// given it.
+	simPorts := freePorts(t, len(pods))
+	for i, p := range pods {
+		ln := lns[i]
 		p.simPort = simPorts[i]
 		target, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.simPort))
 		proxy := httputil.NewSingleHostReverseProxy(target)
@@ -255,15 +263,16 @@ func startForwarders(t *testing.T, pods []*pod) int {
 	return port
 }
 
-// freePorts returns n distinct ports free on loopback. Every probe
-// listener stays open until all are chosen: a port closed at once may be
-// handed out again by the next probe, and two emulators would then race
-// for it.
+// freePorts returns n distinct ports free on every IPv4 address, as the
+// emulators bind theirs: a port free on 127.0.0.1 may still be taken on
+// another loopback address (a forwarder's). Every probe listener stays
+// open until all are chosen: a port closed at once may be handed out
+// again by the next probe, and two emulators would then race for it.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp4", ":0")
 		require.NoError(t, err)
 		defer ln.Close()
 		ports[i] = ln.Addr().(*net.TCPAddr).Port
