@@ -49,6 +49,14 @@ func splitDeadline(ctx context.Context) (context.Context, *deadlineContext) {
 	return ctx, nil
 }
 
+// deadline is the exchange's deadline, zero for none.
+func (d *deadlineContext) deadline() time.Time {
+	if d == nil {
+		return time.Time{}
+	}
+	return d.at
+}
+
 // expired is the error of an exchange past its deadline, or nil.
 func (d *deadlineContext) expired(err error, now time.Time) error {
 	if d == nil || !errors.Is(err, os.ErrDeadlineExceeded) && now.Before(d.at) {
@@ -57,25 +65,15 @@ func (d *deadlineContext) expired(err error, now time.Time) error {
 	return &canceledError{err: context.DeadlineExceeded, cause: d.cause}
 }
 
-// standard is ctx with the exchange deadline it carries made a context
-// deadline, for code that knows only contexts; cancel releases it.
-func standard(ctx context.Context) (context.Context, context.CancelFunc) {
-	parent, d := splitDeadline(ctx)
-	if d == nil {
-		return ctx, func() {}
-	}
-	return context.WithDeadlineCause(parent, d.at, d.cause)
-}
-
 // RoundTripWith sends req through rt, which need not know WithDeadline:
 // an exchange deadline req's context carries becomes a context deadline,
 // released when the answer's body is closed.
 func RoundTripWith(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
-	if _, d := splitDeadline(req.Context()); d == nil {
+	parent, d := splitDeadline(req.Context())
+	if d == nil {
 		return rt.RoundTrip(req)
 	}
-	parent, _ := splitDeadline(req.Context())
-	ctx, cancel := standard(req.Context())
+	ctx, cancel := context.WithDeadlineCause(parent, d.at, d.cause)
 	resp, err := rt.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		err = withCause(parent, ctx, err)

@@ -134,11 +134,7 @@ func (t *Transport) dial(ctx context.Context, dl *deadlineContext, key string) (
 func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, req *http.Request) (*http.Response, error) {
 	// Set before the interrupt is registered: an interrupt that fires
 	// at once must not be overwritten.
-	var at time.Time
-	if dl != nil {
-		at = dl.at
-	}
-	c.setDeadline(at)
+	c.setDeadline(dl.deadline())
 	stop := noStop
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.interrupt)
