@@ -60,6 +60,7 @@ func newService(t *testing.T, r Renderer, lim Limits) (*Service, *counts, *token
 	tok := testTokenizer(t)
 	c := &counts{m: map[string]int{}}
 	s := New(fixedSource{p: &Prepared{Encoder: tok, Template: r, Key: "k"}}, lim, Hooks{Result: c.add})
+	t.Cleanup(s.Close)
 	return s, c, tok
 }
 
