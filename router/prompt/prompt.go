@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"switchyard/router/picker"
+	"switchyard/router/prompt/template"
 )
 
 // Encoder encodes text into token ids (router/tokenizer.Tokenizer).
@@ -24,10 +25,10 @@ type Encoder interface {
 	AppendEncode(dst []uint32, text string, addSpecial bool) ([]uint32, error)
 }
 
-// Renderer renders an OpenAI chat body's messages (and tools) into the
-// text the model sees, the generation prompt appended.
+// Renderer renders a chat request's messages (and tools) into the text
+// the model sees, the generation prompt appended.
 type Renderer interface {
-	Render(ctx context.Context, chatBody []byte) (string, error)
+	Render(ctx context.Context, in template.Input) (string, error)
 }
 
 // ErrTooLarge marks a render or an encoding past its caps (rendered text,
@@ -173,11 +174,12 @@ func (s *Service) tokens(ctx context.Context, model string, chat bool, body []by
 		if p.Template == nil || s.hasOverrun(p.Key) {
 			return nil, picker.KVRenderUnavailable
 		}
-		if why := s.checkChat(body); why != "" {
+		in, why := s.chatInput(body)
+		if why != "" {
 			return nil, why
 		}
 		job = func(ctx context.Context) ([]uint32, error) {
-			text, err := p.Template.Render(ctx, body)
+			text, err := p.Template.Render(ctx, in)
 			if err != nil {
 				return nil, err
 			}
@@ -207,20 +209,21 @@ func (s *Service) encode(e Encoder, text string, addSpecial bool) ([]uint32, err
 	return ids, err
 }
 
-// checkChat refuses a chat body past the message and tool caps before
-// anything renders it.
-func (s *Service) checkChat(body []byte) string {
-	var shape struct {
-		Messages arrayLen `json:"messages"`
-		Tools    arrayLen `json:"tools"`
+// chatInput decodes what a chat body renders, refusing one past the
+// message and tool caps before anything renders it.
+func (s *Service) chatInput(body []byte) (template.Input, string) {
+	in, err := template.InputFromChatRequest(body)
+	if err != nil {
+		return in, picker.KVRenderUnavailable
 	}
-	if json.Unmarshal(body, &shape) != nil {
-		return picker.KVRenderUnavailable
+	var messages, tools arrayLen
+	if messages.UnmarshalJSON(in.Messages) != nil || tools.UnmarshalJSON(in.Tools) != nil {
+		return in, picker.KVRenderUnavailable
 	}
-	if int(shape.Messages) > s.lim.MaxMessages || int(shape.Tools) > s.lim.MaxTools {
-		return picker.KVPromptTooLarge
+	if int(messages) > s.lim.MaxMessages || int(tools) > s.lim.MaxTools {
+		return in, picker.KVPromptTooLarge
 	}
-	return ""
+	return in, ""
 }
 
 // arrayLen decodes a JSON array (or null) as its number of elements,
@@ -230,9 +233,9 @@ type arrayLen int
 var errNotArray = errors.New("not a JSON array")
 
 // UnmarshalJSON counts the elements of data, which encoding/json has
-// already checked is one valid JSON value.
+// already checked is one valid JSON value (absent: none).
 func (n *arrayLen) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
+	if len(data) == 0 || string(data) == "null" {
 		*n = 0
 		return nil
 	}

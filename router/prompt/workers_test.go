@@ -33,18 +33,18 @@ func TestRendersReuseAWorker(t *testing.T) {
 func TestAbandonedWorkerComesBack(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
-	blocking := funcRenderer(func(_ context.Context, body []byte) (string, error) {
-		if string(body) == `{"messages":[],"block":true}` {
+	blocking := funcRenderer(func(_ context.Context, messages []byte) (string, error) {
+		if string(messages) == `[{"role":"user","content":"block"}]` {
 			entered <- struct{}{}
 			<-release
 		}
-		return string(body), nil
+		return string(messages), nil
 	})
 	s, _, _ := newService(t, blocking, Limits{Permits: 1, PermitWait: time.Millisecond, Deadline: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan string)
 	go func() {
-		_, why := s.Tokens(ctx, "m", true, []byte(`{"messages":[],"block":true}`))
+		_, why := s.Tokens(ctx, "m", true, []byte(`{"messages":[{"role":"user","content":"block"}]}`))
 		done <- why
 	}()
 	<-entered
