@@ -195,7 +195,12 @@ func renderBounded(r prompt.Renderer, body []byte) (string, error) {
 				done <- rendered{err: fmt.Errorf("%w: panic: %v", template.ErrRender, p)}
 			}
 		}()
-		text, err := r.Render(ctx, body)
+		in, err := template.InputFromChatRequest(body)
+		if err != nil {
+			done <- rendered{err: err}
+			return
+		}
+		text, err := r.Render(ctx, in)
 		done <- rendered{text, err}
 	}()
 	select {

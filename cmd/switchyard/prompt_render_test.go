@@ -102,7 +102,9 @@ func TestPromptRenderPipesAsTheRouterHashes(t *testing.T) {
 	require.NoError(t, err)
 	p, err := prompt.FromFiles(tok, cfg)
 	require.NoError(t, err)
-	want, why := prompt.New(prompt.Static{P: p}, prompt.Limits{}, prompt.Hooks{}).Tokens(context.Background(), "m", true, []byte(body))
+	svc := prompt.New(prompt.Static{P: p}, prompt.Limits{}, prompt.Hooks{})
+	defer svc.Close()
+	want, why := svc.Tokens(context.Background(), "m", true, []byte(body))
 	require.Empty(t, why)
 	require.Equal(t, want, ids, "the ids the router hashes")
 

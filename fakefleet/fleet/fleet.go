@@ -607,6 +607,9 @@ func (f *Fleet) Close() {
 	members := f.members
 	f.members, f.order = map[uint64]*Member{}, nil
 	f.mu.Unlock()
+	if f.prompts != nil {
+		f.prompts.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3e9)
 	defer cancel()
 	for _, m := range members {

@@ -109,7 +109,9 @@ func testPrompter(b *testing.B) *prompt.Service {
 	}
 	// Long permit waits: the concurrent benchmark measures throughput, not
 	// how renders are shed when the cores are busy.
-	return prompt.New(prompt.Static{P: p}, prompt.Limits{PermitWait: time.Minute, Deadline: time.Minute}, prompt.Hooks{})
+	svc := prompt.New(prompt.Static{P: p}, prompt.Limits{PermitWait: time.Minute, Deadline: time.Minute}, prompt.Hooks{})
+	b.Cleanup(svc.Close)
+	return svc
 }
 
 // chatBody is a chat completions body of about size bytes: a system

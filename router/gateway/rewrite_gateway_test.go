@@ -159,7 +159,9 @@ func fixturePromptService(t *testing.T) *prompt.Service {
 	require.NoError(t, err)
 	p, err := prompt.FromFiles(tok, tc)
 	require.NoError(t, err)
-	return prompt.New(prompt.Static{P: p}, prompt.Limits{}, prompt.Hooks{})
+	svc := prompt.New(prompt.Static{P: p}, prompt.Limits{}, prompt.Hooks{})
+	t.Cleanup(svc.Close)
+	return svc
 }
 
 // The prompt the router renders is the body the pool's first replica is

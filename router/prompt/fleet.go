@@ -177,11 +177,7 @@ func ready[T any](v T, st artifacts.Status, _ error) (T, string) {
 // request (transformers' choice among named templates).
 type chooser struct{ ts *template.Templates }
 
-func (c chooser) Render(ctx context.Context, body []byte) (string, error) {
-	in, err := template.InputFromChatRequest(body)
-	if err != nil {
-		return "", err
-	}
+func (c chooser) Render(ctx context.Context, in template.Input) (string, error) {
 	t, err := c.ts.For(in)
 	if err != nil {
 		return "", err
@@ -192,11 +188,7 @@ func (c chooser) Render(ctx context.Context, body []byte) (string, error) {
 // single renders with one template file.
 type single struct{ t *template.Template }
 
-func (s single) Render(ctx context.Context, body []byte) (string, error) {
-	in, err := template.InputFromChatRequest(body)
-	if err != nil {
-		return "", err
-	}
+func (s single) Render(ctx context.Context, in template.Input) (string, error) {
 	return renderWith(ctx, s.t, in)
 }
 

@@ -60,6 +60,7 @@ func BenchmarkRenderTokenizeHashPick(b *testing.B) {
 		b.Fatal(err)
 	}
 	svc := New(Static{P: p}, Limits{}, Hooks{})
+	b.Cleanup(svc.Close)
 	body := chatOf(b, svc, 8192)
 
 	var workers []*discovery.Worker
@@ -96,4 +97,31 @@ func BenchmarkRenderTokenizeHashPick(b *testing.B) {
 	slices.Sort(durations)
 	b.ReportMetric(float64(durations[len(durations)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkTokensShortChat is the router's share of a one-message chat
+// request's KV path (the gateway benchmark's request): decode, render on
+// a worker, tokenize.
+func BenchmarkTokensShortChat(b *testing.B) {
+	tok, err := fixtures.TokenizerFile(fixtures.TestTokenizer, fixtures.TokenizerJSON)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := fixtures.TokenizerFile(fixtures.TestTokenizer, fixtures.TokenizerConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := FromFiles(tok, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc := New(Static{P: p}, Limits{}, Hooks{})
+	b.Cleanup(svc.Close)
+	body := []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Say ok in one word, please."}],"max_tokens":1}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, why := svc.Tokens(context.Background(), "m", true, body); why != "" {
+			b.Fatal(why)
+		}
+	}
 }

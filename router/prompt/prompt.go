@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"switchyard/router/picker"
+	"switchyard/router/prompt/template"
 )
 
 // Encoder encodes text into token ids (router/tokenizer.Tokenizer).
@@ -24,10 +25,10 @@ type Encoder interface {
 	AppendEncode(dst []uint32, text string, addSpecial bool) ([]uint32, error)
 }
 
-// Renderer renders an OpenAI chat body's messages (and tools) into the
-// text the model sees, the generation prompt appended.
+// Renderer renders a chat request's messages (and tools) into the text
+// the model sees, the generation prompt appended.
 type Renderer interface {
-	Render(ctx context.Context, chatBody []byte) (string, error)
+	Render(ctx context.Context, in template.Input) (string, error)
 }
 
 // ErrTooLarge marks a render or an encoding past its caps (rendered text,
@@ -97,7 +98,6 @@ func DefaultLimits() Limits { return Limits{}.withDefaults() }
 type Service struct {
 	src     Source
 	lim     Limits
-	permits chan struct{}
 	count   func(result string)
 	observe func(d time.Duration)
 
@@ -105,6 +105,8 @@ type Service struct {
 	// overran remembers the artifacts whose template ran past its
 	// deadline; such a render may still hold its permit.
 	overran map[string]bool
+
+	renderers
 }
 
 // Hooks observe a service: every request's outcome (a KV selection
@@ -117,8 +119,8 @@ type Hooks struct {
 // New returns a service over src.
 func New(src Source, lim Limits, h Hooks) *Service {
 	lim = lim.withDefaults()
-	s := &Service{src: src, lim: lim, permits: make(chan struct{}, lim.Permits), count: h.Result, observe: h.Render,
-		overran: map[string]bool{}}
+	s := &Service{src: src, lim: lim, count: h.Result, observe: h.Render, overran: map[string]bool{}}
+	s.renderers = newRenderers(lim.Permits)
 	if s.count == nil {
 		s.count = func(string) {}
 	}
@@ -172,11 +174,12 @@ func (s *Service) tokens(ctx context.Context, model string, chat bool, body []by
 		if p.Template == nil || s.hasOverrun(p.Key) {
 			return nil, picker.KVRenderUnavailable
 		}
-		if why := s.checkChat(body); why != "" {
+		in, why := s.chatInput(body)
+		if why != "" {
 			return nil, why
 		}
 		job = func(ctx context.Context) ([]uint32, error) {
-			text, err := p.Template.Render(ctx, body)
+			text, err := p.Template.Render(ctx, in)
 			if err != nil {
 				return nil, err
 			}
@@ -206,20 +209,21 @@ func (s *Service) encode(e Encoder, text string, addSpecial bool) ([]uint32, err
 	return ids, err
 }
 
-// checkChat refuses a chat body past the message and tool caps before
-// anything renders it.
-func (s *Service) checkChat(body []byte) string {
-	var shape struct {
-		Messages arrayLen `json:"messages"`
-		Tools    arrayLen `json:"tools"`
+// chatInput decodes what a chat body renders, refusing one past the
+// message and tool caps before anything renders it.
+func (s *Service) chatInput(body []byte) (template.Input, string) {
+	in, err := template.InputFromChatRequest(body)
+	if err != nil {
+		return in, picker.KVRenderUnavailable
 	}
-	if json.Unmarshal(body, &shape) != nil {
-		return picker.KVRenderUnavailable
+	var messages, tools arrayLen
+	if messages.UnmarshalJSON(in.Messages) != nil || tools.UnmarshalJSON(in.Tools) != nil {
+		return in, picker.KVRenderUnavailable
 	}
-	if int(shape.Messages) > s.lim.MaxMessages || int(shape.Tools) > s.lim.MaxTools {
-		return picker.KVPromptTooLarge
+	if int(messages) > s.lim.MaxMessages || int(tools) > s.lim.MaxTools {
+		return in, picker.KVPromptTooLarge
 	}
-	return ""
+	return in, ""
 }
 
 // arrayLen decodes a JSON array (or null) as its number of elements,
@@ -229,9 +233,9 @@ type arrayLen int
 var errNotArray = errors.New("not a JSON array")
 
 // UnmarshalJSON counts the elements of data, which encoding/json has
-// already checked is one valid JSON value.
+// already checked is one valid JSON value (absent: none).
 func (n *arrayLen) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
+	if len(data) == 0 || string(data) == "null" {
 		*n = 0
 		return nil
 	}
@@ -292,63 +296,61 @@ type outcome struct {
 	err error
 }
 
-// run takes a permit (waiting at most PermitWait) and runs job on its own
-// goroutine under the deadline. A job that overruns keeps its permit
-// until it returns, so runaway renders occupy at most Permits goroutines,
-// and its artifacts are not rendered again until they change.
+// run takes a render worker (waiting at most PermitWait) and runs job on
+// it under the deadline. A job that overruns keeps its worker until it
+// returns, so runaway renders occupy at most Permits goroutines, and its
+// artifacts are not rendered again until they change.
 func (s *Service) run(ctx context.Context, key string, chat bool, job func(context.Context) ([]uint32, error)) ([]uint32, string) {
-	if !s.acquire(ctx) {
+	w := s.acquire(ctx)
+	if w == nil {
 		return nil, picker.KVRenderUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.lim.Deadline)
-	done := make(chan outcome, 1)
-	start := time.Now()
-	go func() {
-		defer func() { <-s.permits }()
-		defer cancel()
-		defer func() {
-			if r := recover(); r != nil {
-				done <- outcome{err: errors.New("render panicked")}
-			}
-		}()
-		ids, err := job(ctx)
-		s.observe(time.Since(start))
-		done <- outcome{ids, err}
-	}()
+	defer cancel()
+	w.give(ctx, job)
 	select {
-	case o := <-done:
+	case <-w.done:
+		o := w.out
+		s.release(w)
 		return result(o)
 	case <-ctx.Done():
-		// The job cancels ctx as it returns; its outcome is then waiting.
-		select {
-		case o := <-done:
-			return result(o)
-		default:
-		}
-		if chat && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.markOverrun(key)
-		}
-		return nil, picker.KVRenderUnavailable
+	case <-s.quit:
 	}
+	if !w.abandon() {
+		// The job finished as the wait ended: its outcome stands.
+		<-w.done
+		o := w.out
+		s.release(w)
+		return result(o)
+	}
+	if chat && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		s.markOverrun(key)
+	}
+	return nil, picker.KVRenderUnavailable
 }
 
-// acquire takes a permit, waiting at most PermitWait; a free one is taken
-// at once, without a timer.
-func (s *Service) acquire(ctx context.Context) bool {
+// acquire takes an idle worker, or starts one while fewer than Permits
+// exist, or waits at most PermitWait for one; nil when none came.
+func (s *Service) acquire(ctx context.Context) *worker {
 	select {
-	case s.permits <- struct{}{}:
-		return true
+	case w := <-s.idle:
+		return w
 	default:
+	}
+	if w := s.start(); w != nil {
+		return w
 	}
 	wait := time.NewTimer(s.lim.PermitWait)
 	defer wait.Stop()
 	select {
-	case s.permits <- struct{}{}:
-		return true
+	case w := <-s.idle:
+		return w
 	case <-wait.C:
-		return false
+		return nil
 	case <-ctx.Done():
-		return false
+		return nil
+	case <-s.quit:
+		return nil
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"switchyard/fixtures"
 	"switchyard/router/picker"
+	"switchyard/router/prompt/template"
 	"switchyard/router/tokenizer"
 )
 
@@ -27,9 +28,12 @@ func testTokenizer(t *testing.T) *tokenizer.Tokenizer {
 // funcRenderer renders with a function: the test stands in for a chat
 // template to provoke what a real one rarely does on demand (run long,
 // never return, produce too much).
-type funcRenderer func(ctx context.Context, body []byte) (string, error)
+// It is given the request's raw messages.
+type funcRenderer func(ctx context.Context, messages []byte) (string, error)
 
-func (f funcRenderer) Render(ctx context.Context, body []byte) (string, error) { return f(ctx, body) }
+func (f funcRenderer) Render(ctx context.Context, in template.Input) (string, error) {
+	return f(ctx, in.Messages)
+}
 
 // fixedSource answers one Prepared for every model, or a reason.
 type fixedSource struct {
@@ -60,6 +64,7 @@ func newService(t *testing.T, r Renderer, lim Limits) (*Service, *counts, *token
 	tok := testTokenizer(t)
 	c := &counts{m: map[string]int{}}
 	s := New(fixedSource{p: &Prepared{Encoder: tok, Template: r, Key: "k"}}, lim, Hooks{Result: c.add})
+	t.Cleanup(s.Close)
 	return s, c, tok
 }
 
@@ -70,7 +75,7 @@ func TestChatAndCompletionTokenize(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)
 	ids, why := s.Tokens(context.Background(), "m", true, body)
 	require.Empty(t, why)
-	want, err := tok.Encode(string(body), false)
+	want, err := tok.Encode(`[{"role":"user","content":"hello there"}]`, false)
 	require.NoError(t, err)
 	require.Equal(t, want, ids, "the rendered text, encoded without added special tokens")
 
@@ -105,11 +110,15 @@ func TestCapsCountPromptTooLarge(t *testing.T) {
 		`{"messages":[` + msg + `],"tools":[{},{}]}`,
 		`{"messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<10) + `"}]}`,
 		`{"messages":[{"role":"user","content":"` + strings.Repeat("word ", 100) + `"}]}`,
+		// The caps count what the render decodes, which matches keys as
+		// encoding/json does.
+		`{"MESSAGES":[` + msg + `,` + msg + `,` + msg + `]}`,
+		`{"messages":[],"messages":[` + msg + `,` + msg + `,` + msg + `]}`,
 	} {
 		_, why := s.Tokens(context.Background(), "m", true, []byte(body))
 		require.Equal(t, picker.KVPromptTooLarge, why, body[:40])
 	}
-	require.Equal(t, 4, c.get(picker.KVPromptTooLarge))
+	require.Equal(t, 6, c.get(picker.KVPromptTooLarge))
 
 	big := funcRenderer(func(context.Context, []byte) (string, error) { return strings.Repeat("z", 2<<20), nil })
 	s, _, _ = newService(t, big, Limits{})

@@ -668,6 +668,7 @@ func (s *Server) Close() {
 			_ = s.kvListener.Close()
 		}
 		if s.prompts != nil {
+			s.prompts.service.Close()
 			s.prompts.fleet.Close()
 		}
 		if s.core != nil {
