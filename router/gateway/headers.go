@@ -49,7 +49,12 @@ var pinAliases = map[string]bool{
 // Names are compared without regard to case: the server canonicalizes
 // only well-formed names, and HTTP names are case-insensitive anyway.
 func isDynamoHeader(name string) bool {
-	if len(name) >= len(dynamoHeaderPrefix) && strings.EqualFold(name[:len(dynamoHeaderPrefix)], dynamoHeaderPrefix) {
+	// Every such name starts with "x-": most names a request carries are
+	// refused on their first two bytes.
+	if len(name) < 2 || name[0]|0x20 != 'x' || name[1] != '-' {
+		return false
+	}
+	if hasPrefixFold(name, dynamoHeaderPrefix) {
 		return true
 	}
 	return pinAliases[textproto.CanonicalMIMEHeaderKey(name)]
