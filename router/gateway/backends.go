@@ -58,22 +58,49 @@ func (b *backend) newRequest(ctx context.Context, path, rawQuery string, body []
 		}
 		return req, err
 	}
-	u := *b.baseURL
-	u.Path += path
-	u.RawQuery = rawQuery
-	req := &http.Request{
-		Method: http.MethodPost, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Host: u.Host, ContentLength: int64(len(body)), // the caller sets Header
-		Body:    io.NopCloser(bytes.NewReader(body)),
-		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+	// The request, its URL and its body in one allocation.
+	o := &outbound{url: *b.baseURL}
+	o.url.Path += path
+	o.url.RawQuery = rawQuery
+	o.body.Reset(body)
+	o.req = http.Request{
+		Method: http.MethodPost, URL: &o.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Host: o.url.Host, ContentLength: int64(len(body)), // the caller sets Header
+		Body:    &o.body,
+		GetBody: o.reopen,
 	}
 	if len(body) == 0 {
-		req.Body = http.NoBody
-		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		o.req.Body = http.NoBody
 	}
-	*req = *req.WithContext(ctx) // in place: one Request on the heap, not two
-	return req, nil
+	o.req = *o.req.WithContext(ctx) // in place: one Request on the heap, not two
+	return &o.req, nil
 }
+
+// outbound is an upstream request with what it points to.
+type outbound struct {
+	req  http.Request
+	url  url.URL
+	body bodyReader
+}
+
+// reopen is the request's GetBody: the same bytes from the start.
+func (o *outbound) reopen() (io.ReadCloser, error) {
+	if o.req.ContentLength == 0 {
+		return http.NoBody, nil
+	}
+	r := &bodyReader{}
+	r.Reset(o.body.data)
+	return r, nil
+}
+
+// bodyReader reads a request body held in memory; closing it is a no-op.
+type bodyReader struct {
+	bytes.Reader
+	data []byte
+}
+
+func (r *bodyReader) Reset(b []byte) { r.data = b; r.Reader.Reset(b) }
+func (r *bodyReader) Close() error   { return nil }
 
 func (b *backend) timeout() time.Duration {
 	return orDefault(b.cfg.Timeout.Std(), config.DefaultBackendTimeout)

@@ -49,7 +49,12 @@ var pinAliases = map[string]bool{
 // Names are compared without regard to case: the server canonicalizes
 // only well-formed names, and HTTP names are case-insensitive anyway.
 func isDynamoHeader(name string) bool {
-	if len(name) >= len(dynamoHeaderPrefix) && strings.EqualFold(name[:len(dynamoHeaderPrefix)], dynamoHeaderPrefix) {
+	// Every such name starts with "x-": most names a request carries are
+	// refused on their first two bytes.
+	if len(name) < 2 || name[0]|0x20 != 'x' || name[1] != '-' {
+		return false
+	}
+	if hasPrefixFold(name, dynamoHeaderPrefix) {
 		return true
 	}
 	return pinAliases[textproto.CanonicalMIMEHeaderKey(name)]
@@ -95,7 +100,7 @@ var notForwarded = []string{"Authorization", "Cookie", "Host", "Content-Length",
 // the client's).
 func outboundHeaders(client http.Header) http.Header {
 	named := connectionNamed(client)
-	h := make(http.Header, len(client))
+	h := make(http.Header, len(client)+maxPins) // room for the pins, so setting them does not grow the map
 	for k, v := range client {
 		if !forwarded(k) || named != nil && named[textproto.CanonicalMIMEHeaderKey(k)] {
 			continue
@@ -133,17 +138,38 @@ func connectionNamed(h http.Header) map[string]bool {
 // header whenever the card declares data_parallel_size (rank 0 included).
 // A conditional-disaggregation bypass pins the decode worker alone.
 func setPins(h http.Header, sel *picker.Selection) {
-	h.Set(hdrWorkerID, strconv.FormatUint(sel.Decode.WorkerID, 10))
+	// The numbers share one string and the values one array: two
+	// allocations for up to four pins.
+	var names [maxPins]string
+	var ends [maxPins]int
+	var digits [maxPins * 20]byte
+	buf, n := digits[:0], 0
+	pin := func(name string, v uint64) {
+		buf = strconv.AppendUint(buf, v, 10)
+		names[n], ends[n] = name, len(buf)
+		n++
+	}
+	pin(hdrWorkerID, sel.Decode.WorkerID)
 	if sel.Decode.DPDeclared {
-		h.Set(hdrDPRank, strconv.FormatUint(uint64(sel.Decode.DPRank), 10))
+		pin(hdrDPRank, uint64(sel.Decode.DPRank))
 	}
 	if sel.HasPrefill && !sel.Bypass {
-		h.Set(hdrPrefillID, strconv.FormatUint(sel.Prefill.WorkerID, 10))
+		pin(hdrPrefillID, sel.Prefill.WorkerID)
 		if sel.Prefill.DPDeclared {
-			h.Set(hdrPrefillDPRank, strconv.FormatUint(uint64(sel.Prefill.DPRank), 10))
+			pin(hdrPrefillDPRank, uint64(sel.Prefill.DPRank))
 		}
 	}
+	all := string(buf)
+	values := make([]string, n)
+	for i, start := 0, 0; i < n; i++ {
+		values[i] = all[start:ends[i]]
+		h[names[i]] = values[i : i+1 : i+1]
+		start = ends[i]
+	}
 }
+
+// maxPins is the most pin headers setPins sets.
+const maxPins = 4
 
 // copyResponseHeaders relays an upstream response's headers, minus
 // hop-by-hop ones, any Dynamo header (never echoed to clients) and any

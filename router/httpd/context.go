@@ -17,6 +17,9 @@ type requestContext struct {
 	done   chan struct{}
 	err    error
 	funcs  []*afterFunc
+	// funcsBuf holds the first callbacks, which are all most requests
+	// register, without a slice of their own.
+	funcsBuf [2]*afterFunc
 }
 
 type afterFunc struct{ f func() }
@@ -51,6 +54,9 @@ func (c *requestContext) AfterFunc(f func()) (stop func() bool) {
 		c.mu.Unlock()
 		go f()
 		return func() bool { return false }
+	}
+	if c.funcs == nil {
+		c.funcs = c.funcsBuf[:0]
 	}
 	c.funcs = append(c.funcs, a)
 	c.mu.Unlock()

@@ -51,9 +51,12 @@ type rank struct {
 	// stallable counts live records that could stall the rank, so ranks
 	// without any (paired decodes, small requests) are never scanned.
 	stallable int
-	// records counts the live records of each request, so ending one
-	// looks only as far back as its records go: a saturated rank holds
-	// thousands, and a request ends soon after it is dispatched.
+	// records counts the live unfinished records of each request, so
+	// ending one looks only as far back as its records go: a saturated
+	// rank holds thousands, and a request ends soon after it is
+	// dispatched. Finished records need no more settling, so the map
+	// holds about the requests in flight, not every record a quiet
+	// publisher leaves until its next sample.
 	records map[uint64]int
 	// finished counts live records of requests served to their end: they
 	// add nothing to the backlog, so they are compacted away when the rank
@@ -132,8 +135,9 @@ func (d *ranks) expire(r *rank, cutoff time.Time) {
 		}
 		if r.list[r.head].finished {
 			r.finished--
+		} else {
+			r.forget(r.list[r.head].RequestID)
 		}
-		r.forget(r.list[r.head].RequestID)
 		r.head++
 		d.total--
 	}
@@ -167,7 +171,6 @@ func (d *ranks) compact(r *rank) {
 	kept := r.list[:0]
 	for _, dp := range r.live() {
 		if dp.finished {
-			r.forget(dp.RequestID)
 			d.total--
 			continue
 		}
@@ -176,7 +179,7 @@ func (d *ranks) compact(r *rank) {
 	r.list, r.head, r.finished = kept, 0, 0
 }
 
-// forget uncounts one live record of the request.
+// forget uncounts one live unfinished record of the request.
 func (r *rank) forget(id uint64) {
 	if n := r.records[id]; n > 1 {
 		r.records[id] = n - 1
@@ -265,10 +268,11 @@ func (s *Store) settle(requestID uint64, drop bool, keys []Key) {
 			continue
 		}
 		l := r.live()
-		// Newest first, until every record of the request was seen.
+		// Newest first, until every unfinished record of the request was
+		// seen; finished ones are settled for good.
 		for i, left := len(l)-1, r.records[requestID]; i >= 0 && left > 0; i-- {
 			dp := &l[i]
-			if dp.RequestID != requestID {
+			if dp.RequestID != requestID || dp.finished {
 				continue
 			}
 			left--
@@ -276,9 +280,10 @@ func (s *Store) settle(requestID uint64, drop bool, keys []Key) {
 				r.stallable--
 			}
 			dp.ended = true
-			if drop && !dp.finished {
+			if drop {
 				dp.finished = true
 				r.finished++
+				r.forget(requestID)
 				r.tokens -= dp.PromptTokens
 				r.blocks -= dp.Blocks
 				dp.PromptTokens, dp.Blocks = 0, 0

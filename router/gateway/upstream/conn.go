@@ -28,6 +28,9 @@ type conn struct {
 	// deadline is the socket's read and write deadline (zero: none), so
 	// an exchange sets it only when it changes.
 	deadline time.Time
+	// interruptFn is interrupt as a func value, made once per connection
+	// rather than once per request.
+	interruptFn func()
 
 	// The idle-socket check's state (alive_linux.go), set on first use.
 	raw        syscall.RawConn
@@ -49,6 +52,7 @@ func (c *conn) idledFor(now time.Time) time.Duration { return now.Sub(c.idleAt) 
 func newConn(nc net.Conn, key string) *conn {
 	nc = sockio.Wrap(nc)
 	c := &conn{nc: nc, key: key}
+	c.interruptFn = c.interrupt
 	c.br = bufio.NewReaderSize(nc, bufferSize)
 	c.bw = bufio.NewWriterSize(writeCounter{c}, bufferSize)
 	return c

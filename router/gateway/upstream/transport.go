@@ -135,10 +135,7 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 	// Set before the interrupt is registered: an interrupt that fires
 	// at once must not be overwritten.
 	c.setDeadline(dl.deadline())
-	stop := noStop
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, c.interrupt)
-	}
+	stop := watchCancel(ctx, c)
 	c.written = 0
 	closeAfter := closeRequested(req)
 	if err := writeRequest(c.bw, req, closeAfter); err != nil {
@@ -171,6 +168,25 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 }
 
 func noStop() bool { return true }
+
+// afterFuncer is a context that runs callbacks itself once done.
+type afterFuncer interface {
+	AfterFunc(f func()) (stop func() bool)
+}
+
+// watchCancel arranges for c's blocked I/O to be interrupted once ctx is
+// canceled. A context that runs callbacks itself (the builtin server's
+// request contexts) takes the interrupt directly: no derived context and
+// no Done channel is made for it.
+func watchCancel(ctx context.Context, c *conn) (stop func() bool) {
+	if a, ok := ctx.(afterFuncer); ok {
+		return a.AfterFunc(c.interruptFn)
+	}
+	if ctx.Done() == nil {
+		return noStop
+	}
+	return context.AfterFunc(ctx, c.interruptFn)
+}
 
 // release pools c when it may carry another request, and closes it
 // otherwise. A context whose interrupt already fired (stop reports

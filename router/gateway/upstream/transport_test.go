@@ -314,3 +314,53 @@ func TestHeaderInjectionIsRefusedBeforeSending(t *testing.T) {
 	require.False(t, <-arrived)
 	require.Equal(t, 2, rs.connections(), "a refusal is not retried")
 }
+
+// callbackCtx runs callbacks itself once done, as the builtin server's
+// request contexts do, and counts them.
+type callbackCtx struct {
+	context.Context
+	registered, stopped atomic.Int32
+}
+
+func (c *callbackCtx) AfterFunc(f func()) func() bool {
+	c.registered.Add(1)
+	stop := context.AfterFunc(c.Context, f)
+	return func() bool {
+		c.stopped.Add(1)
+		return stop()
+	}
+}
+
+// A context that runs callbacks itself takes the exchange's interrupt
+// directly; the interrupt still wakes a wait for the head, and a finished
+// exchange takes its callback back.
+func TestCallbackContextTakesTheInterrupt(t *testing.T) {
+	arrived := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			close(arrived)
+			<-release
+		}
+	})
+	tr := newTestTransport(t)
+
+	done := &callbackCtx{Context: context.Background()}
+	resp, err := tr.RoundTrip(post(t, done, srv.URL, "{}"))
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, int32(1), done.registered.Load())
+	require.Equal(t, int32(1), done.stopped.Load(), "released with its connection")
+
+	inner, cancel := context.WithCancel(context.Background())
+	hang := &callbackCtx{Context: inner}
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	_, err = tr.RoundTrip(post(t, hang, srv.URL+"/hang", "{}"))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, int32(1), hang.registered.Load())
+}
