@@ -12,7 +12,7 @@
 # what Go's runtime and the sockets alone cost a goroutine-per-connection
 # proxy here, so the routers' distance from it is their own work.
 #
-#   hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
+#   [ROUNDS=3] hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
 #
 # Prints a Markdown table. "CPU/request" is the serving process's user and
 # system time over its wrk run divided by the requests it answered (the
@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10s}
+ROUNDS=${ROUNDS:-3}
 shift || true
 if [ $# -gt 0 ]; then CONNS=("$@"); else CONNS=(8 64); fi
 
@@ -91,6 +92,27 @@ for r in "kv:$ROUTER" "load:$ROUTER_LOAD"; do
 		{ echo "router ${r%%:*} did not answer; logs:" >&2; tail -20 "$work/${r%%:*}.err" >&2; exit 1; }
 done
 
+TARGETS=("shim (direct)|$SHIM|$SHIM_PID" "haproxy|$HAPROXY|$HAPROXY_PID" "go relay (floor)|$RELAY|$RELAY_PID"
+	"switchyard|$ROUTER|$ROUTER_PID" "switchyard (load)|$ROUTER_LOAD|$ROUTER_LOAD_PID")
+
+# ms converts a wrk latency (us, ms or s suffix) to milliseconds.
+ms() {
+	awk -v v="$1" 'BEGIN {
+		n = v + 0
+		if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000
+		printf "%.3f", n
+	}'
+}
+
+# median CONNS TARGET FIELD: the median of one column over the rounds.
+median() {
+	awk -F'|' -v c="$1" -v n="$2" -v f="$3" '$1 == c && $2 == n {v[++k] = $f + 0}
+		END {
+			for (i = 2; i <= k; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+			print (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+		}' "$runs"
+}
+
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
 
@@ -107,12 +129,36 @@ run() { # target conns pid -> "rps p50 p99 non2xx cpu_us_per_request"
 		END {printf "%s %s %s %s %.0f µs\n", rps, p50, p99, (bad==""?0:bad), (n>0 ? ticks/hz*1e6/n : 0)}' "$work/wrk.out"
 }
 
-echo "| connections | target | requests/s | p50 | p99 | non-2xx | CPU/request |"
-echo "|---|---|---|---|---|---|---|"
+# Each round runs every target once, so the machine's slower and faster
+# stretches fall on all of them alike; a row is the median of its rounds.
+# Latencies are in ms. "/ HAProxy" is the row's requests/s over HAProxy's,
+# "added p99" its p99 less the direct path's, both from medians.
+runs="$work/runs"
 for c in "${CONNS[@]}"; do
-	for t in "shim (direct)|$SHIM|$SHIM_PID" "haproxy|$HAPROXY|$HAPROXY_PID" "go relay (floor)|$RELAY|$RELAY_PID" "switchyard|$ROUTER|$ROUTER_PID" "switchyard (load)|$ROUTER_LOAD|$ROUTER_LOAD_PID"; do
-		IFS='|' read -r name addr pid <<<"$t"
-		read -r rps p50 p99 bad cpu unit < <(run "$addr" "$c" "$pid")
-		echo "| $c | $name | $rps | $p50 | $p99 | $bad | $cpu $unit |"
+	for r in $(seq 1 "$ROUNDS"); do
+		for t in "${TARGETS[@]}"; do
+			IFS='|' read -r name addr pid <<<"$t"
+			read -r rps p50 p99 bad cpu _ < <(run "$addr" "$c" "$pid")
+			printf '%s|%s|%s|%s|%s|%s|%s\n' "$c" "$name" "$rps" "$(ms "$p50")" "$(ms "$p99")" "$bad" "$cpu" >>"$runs"
+		done
+	done
+done
+
+echo "| connections | target | requests/s | p50 (ms) | p99 (ms) | non-2xx | CPU/request | / HAProxy | added p99 (ms) |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for c in "${CONNS[@]}"; do
+	base_rps=$(median "$c" haproxy 3)
+	base_p99=$(median "$c" "shim (direct)" 5)
+	for t in "${TARGETS[@]}"; do
+		name=${t%%|*}
+		rps=$(median "$c" "$name" 3)
+		p99=$(median "$c" "$name" 5)
+		bad=$(awk -F'|' -v c="$c" -v n="$name" '$1 == c && $2 == n {s += $6} END {print s + 0}' "$runs")
+		awk -v c="$c" -v n="$name" -v rps="$rps" -v p50="$(median "$c" "$name" 4)" -v p99="$p99" -v bad="$bad" \
+			-v cpu="$(median "$c" "$name" 7)" -v base="$base_rps" -v direct="$base_p99" 'BEGIN {
+			ratio = (n == "shim (direct)" || n == "haproxy") ? "" : sprintf("%.2f×", rps / base)
+			added = (n == "shim (direct)") ? "" : sprintf("%+.2f", p99 - direct)
+			printf "| %s | %s | %.0f | %.2f | %.2f | %s | %.0f µs | %s | %s |\n", c, n, rps, p50, p99, bad, cpu, ratio, added
+		}'
 	done
 done
