@@ -47,20 +47,7 @@ func chatOf(b *testing.B, svc *Service, tokensWanted int) []byte {
 // hashes the prompt's blocks and walks the index. It reports the p50 and
 // p99 of single requests (run with -cpu 1 for the one-core figure).
 func BenchmarkRenderTokenizeHashPick(b *testing.B) {
-	tok, err := fixtures.TokenizerFile(fixtures.TestTokenizer, fixtures.TokenizerJSON)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := fixtures.TokenizerFile(fixtures.TestTokenizer, fixtures.TokenizerConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := FromFiles(tok, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc := New(Static{P: p}, Limits{}, Hooks{})
-	b.Cleanup(svc.Close)
+	svc := fixtureService(b)
 	body := chatOf(b, svc, 8192)
 
 	var workers []*discovery.Worker
@@ -103,6 +90,19 @@ func BenchmarkRenderTokenizeHashPick(b *testing.B) {
 // request's KV path (the gateway benchmark's request): decode, render on
 // a worker, tokenize.
 func BenchmarkTokensShortChat(b *testing.B) {
+	svc := fixtureService(b)
+	body := []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Say ok in one word, please."}],"max_tokens":1}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, why := svc.Tokens(context.Background(), "m", true, body); why != "" {
+			b.Fatal(why)
+		}
+	}
+}
+
+// fixtureService renders with the project's test tokenizer and chat
+// template, closed when the benchmark ends.
+func fixtureService(b *testing.B) *Service {
 	tok, err := fixtures.TokenizerFile(fixtures.TestTokenizer, fixtures.TokenizerJSON)
 	if err != nil {
 		b.Fatal(err)
@@ -117,11 +117,5 @@ func BenchmarkTokensShortChat(b *testing.B) {
 	}
 	svc := New(Static{P: p}, Limits{}, Hooks{})
 	b.Cleanup(svc.Close)
-	body := []byte(`{"model":"Qwen/Qwen3-0.6B","messages":[{"role":"user","content":"Say ok in one word, please."}],"max_tokens":1}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, why := svc.Tokens(context.Background(), "m", true, body); why != "" {
-			b.Fatal(why)
-		}
-	}
+	return svc
 }
