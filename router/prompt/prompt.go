@@ -103,7 +103,7 @@ type Service struct {
 
 	mu sync.Mutex
 	// overran remembers the artifacts whose template ran past its
-	// deadline; such a render may still hold its permit.
+	// deadline; such a render may still hold its worker.
 	overran map[string]bool
 
 	renderers
@@ -310,18 +310,14 @@ func (s *Service) run(ctx context.Context, key string, chat bool, job func(conte
 	w.give(ctx, job)
 	select {
 	case <-w.done:
-		o := w.out
-		s.release(w)
-		return result(o)
+		return s.collect(w)
 	case <-ctx.Done():
 	case <-s.quit:
 	}
 	if !w.abandon() {
 		// The job finished as the wait ended: its outcome stands.
 		<-w.done
-		o := w.out
-		s.release(w)
-		return result(o)
+		return s.collect(w)
 	}
 	if chat && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		s.markOverrun(key)

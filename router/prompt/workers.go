@@ -32,9 +32,9 @@ func newRenderers(permits int) renderers {
 
 // Worker states, one render at a time.
 const (
-	running int32 = iota
-	finished
-	abandoned
+	stateRunning int32 = iota
+	stateFinished
+	stateAbandoned
 )
 
 type worker struct {
@@ -72,16 +72,21 @@ func (s *Service) start() *worker {
 // give hands the worker a render.
 func (w *worker) give(ctx context.Context, job func(context.Context) ([]uint32, error)) {
 	w.ctx, w.job = ctx, job
-	w.state.Store(running)
+	w.state.Store(stateRunning)
 	w.start <- struct{}{}
 }
 
 // abandon gives up on the current render; false when it has already
 // finished (its outcome is then signalled on done).
-func (w *worker) abandon() bool { return w.state.CompareAndSwap(running, abandoned) }
+func (w *worker) abandon() bool { return w.state.CompareAndSwap(stateRunning, stateAbandoned) }
 
-// release parks a worker whose outcome its caller has taken.
-func (s *Service) release(w *worker) { s.idle <- w }
+// collect takes the outcome of a worker's finished render and parks the
+// worker.
+func (s *Service) collect(w *worker) ([]uint32, string) {
+	o := w.out
+	s.idle <- w
+	return result(o)
+}
 
 func (w *worker) loop() {
 	defer func() {
@@ -100,7 +105,7 @@ func (w *worker) loop() {
 		w.ctx, w.job = nil, nil
 		w.observe(time.Since(begin))
 		w.out = outcome{ids, err}
-		if w.state.CompareAndSwap(running, finished) {
+		if w.state.CompareAndSwap(stateRunning, stateFinished) {
 			w.done <- struct{}{}
 		} else {
 			w.out = outcome{} // abandoned: nobody reads it; park again
