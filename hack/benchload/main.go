@@ -164,7 +164,7 @@ func (w *worker) do() (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		w.conn, w.br = c, bufio.NewReaderSize(c, 16<<10)
+		w.conn, w.br = c, newReader(c)
 	}
 	status, err := w.exchange()
 	if err != nil {
@@ -180,6 +180,8 @@ func (w *worker) do() (int, error) {
 // reported counts failures printed.
 var reported atomic.Int32
 
+func newReader(c net.Conn) *bufio.Reader { return bufio.NewReaderSize(c, 16<<10) }
+
 var errChunked = errors.New("chunked answer (unsupported)")
 
 func (w *worker) exchange() (int, error) {
@@ -194,9 +196,12 @@ func (w *worker) exchange() (int, error) {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
 		return 0, fmt.Errorf("bad status line %q", line)
 	}
-	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return 0, fmt.Errorf("bad status line %q", line)
+	status := 0
+	for _, d := range line[9:12] {
+		if d < '0' || d > '9' {
+			return 0, fmt.Errorf("bad status line %q", line)
+		}
+		status = status*10 + int(d-'0')
 	}
 	length, closing := -1, false
 	for {
