@@ -12,9 +12,14 @@
 # what Go's runtime and the sockets alone cost a goroutine-per-connection
 # proxy here, so the routers' distance from it is their own work.
 #
-#   [ROUNDS=3] hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
+#   [ROUNDS=3] [RATE=5000] hack/bench-gateway.sh [DURATION] [CONNECTIONS...]
 #
-# Prints a Markdown table. "CPU/request" is the serving process's user and
+# Then, unless RATE=0, every target again at a fixed offered load
+# (hack/benchload, RATE requests/s, 5000 by default, on 64 connections): an
+# open loop, whose latencies are what a target adds at that load, where
+# wrk's closed loop at saturation mostly restates requests/s.
+#
+# Prints Markdown tables. "CPU/request" is the serving process's user and
 # system time over its wrk run divided by the requests it answered (the
 # shim's for the direct row): it moves far less with the machine's other
 # load than requests/s does. Installs haproxy and wrk from Debian when
@@ -23,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10s}
 ROUNDS=${ROUNDS:-3}
+RATE=${RATE:-5000}
 shift || true
 if [ $# -gt 0 ]; then CONNS=("$@"); else CONNS=(8 64); fi
 
@@ -39,6 +45,7 @@ trap cleanup EXIT
 go build -o "$work/switchyard" ./cmd/switchyard
 go build -o "$work/benchshim" ./hack/benchshim
 go build -o "$work/benchrelay" ./hack/benchrelay
+go build -o "$work/benchload" ./hack/benchload
 
 SHIM=127.0.0.1:19100 HAPROXY=127.0.0.1:19200 ROUTER=127.0.0.1:19300 ROUTER_LOAD=127.0.0.1:19400 RELAY=127.0.0.1:19500
 "$work/benchshim" -addr "$SHIM" & pids+=($!)
@@ -161,4 +168,35 @@ for c in "${CONNS[@]}"; do
 			printf "| %s | %s | %.0f | %.2f | %.2f | %s | %.0f µs | %s | %s |\n", c, n, rps, p50, p99, bad, cpu, ratio, added
 		}'
 	done
+done
+
+[ "$RATE" = 0 ] && exit 0
+
+# The same targets at a fixed offered load, in rounds; a row is the median
+# of its rounds and "added p99" its p99 less the direct path's.
+fixed="$work/fixed"
+for r in $(seq 1 "$ROUNDS"); do
+	for t in "${TARGETS[@]}"; do
+		IFS='|' read -r name addr _ <<<"$t"
+		line=$("$work/benchload" -url "http://$addr/v1/chat/completions" -rate "$RATE" -conns 64 -duration "$DURATION" 2>/dev/null)
+		# "offered=N answered=N failed=N non2xx=N rps=N p50_ms=X ..." -> fields
+		printf '%s|%s|%s\n' "$RATE" "$name" "$(tr ' ' '\n' <<<"$line" | cut -d= -f2 | paste -sd'|')" >>"$fixed"
+	done
+done
+# fields: 1 rate, 2 target, 3 offered, 4 answered, 5 failed, 6 non2xx, 7 rps,
+# 8 p50, 9 p90, 10 p99, 11 p99.9, 12 max
+echo
+echo "| offered requests/s | target | answered requests/s | p50 (ms) | p90 (ms) | p99 (ms) | p99.9 (ms) | failed + non-2xx | added p99 (ms) |"
+echo "|---|---|---|---|---|---|---|---|---|"
+runs=$fixed
+direct=$(median "$RATE" "shim (direct)" 10)
+for t in "${TARGETS[@]}"; do
+	name=${t%%|*}
+	bad=$(awk -F'|' -v n="$name" '$2 == n {s += $5 + $6} END {print s + 0}' "$fixed")
+	awk -v rate="$RATE" -v n="$name" -v rps="$(median "$RATE" "$name" 7)" -v p50="$(median "$RATE" "$name" 8)" \
+		-v p90="$(median "$RATE" "$name" 9)" -v p99="$(median "$RATE" "$name" 10)" -v p999="$(median "$RATE" "$name" 11)" \
+		-v bad="$bad" -v direct="$direct" 'BEGIN {
+		added = (n == "shim (direct)") ? "" : sprintf("%+.2f", p99 - direct)
+		printf "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", rate, n, rps, p50, p90, p99, p999, bad, added
+	}'
 done
