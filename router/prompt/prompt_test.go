@@ -110,19 +110,21 @@ func TestCapsCountPromptTooLarge(t *testing.T) {
 		`{"messages":[` + msg + `],"tools":[{},{}]}`,
 		`{"messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<10) + `"}]}`,
 		`{"messages":[{"role":"user","content":"` + strings.Repeat("word ", 100) + `"}]}`,
-		// The caps count what the render decodes, which matches keys as
-		// encoding/json does.
-		`{"MESSAGES":[` + msg + `,` + msg + `,` + msg + `]}`,
+		// The caps count what the render decodes: of repeated keys, the last.
 		`{"messages":[],"messages":[` + msg + `,` + msg + `,` + msg + `]}`,
 	} {
 		_, why := s.Tokens(context.Background(), "m", true, []byte(body))
 		require.Equal(t, picker.KVPromptTooLarge, why, body[:40])
 	}
-	require.Equal(t, 6, c.get(picker.KVPromptTooLarge))
+	require.Equal(t, 5, c.get(picker.KVPromptTooLarge))
+	// Keys match exactly, as the backend's decoder matches them: "MESSAGES"
+	// is neither rendered nor counted.
+	_, why := s.Tokens(context.Background(), "m", true, []byte(`{"MESSAGES":[`+msg+`,`+msg+`,`+msg+`],"messages":[`+msg+`]}`))
+	require.Empty(t, why)
 
 	big := funcRenderer(func(context.Context, []byte) (string, error) { return strings.Repeat("z", 2<<20), nil })
 	s, _, _ = newService(t, big, Limits{})
-	_, why := s.Tokens(context.Background(), "m", true, []byte(`{"messages":[]}`))
+	_, why = s.Tokens(context.Background(), "m", true, []byte(`{"messages":[]}`))
 	require.Equal(t, picker.KVPromptTooLarge, why, "rendered text past 1 MiB")
 }
 

@@ -10,13 +10,20 @@ type addedTrie struct {
 	children map[uint32]uint32
 	// ids[node] is the token ending at node, or -1.
 	ids []int64
+	// Most nodes lie on one token's tail and have a single child: for
+	// those, soleChild[node] (never 0, the root) and soleByte[node] give
+	// it without a map lookup. soleChild is 0 for a node with no child or
+	// several, whose children only the map holds.
+	soleChild []uint32
+	soleByte  []byte
+	degree    []uint32
 	// first marks the bytes some token starts with, so most positions cost
 	// one table read.
 	first [256]bool
 }
 
 func newAddedTrie() addedTrie {
-	return addedTrie{children: map[uint32]uint32{}, ids: []int64{-1}}
+	return addedTrie{children: map[uint32]uint32{}, ids: []int64{-1}, soleChild: []uint32{0}, soleByte: []byte{0}, degree: []uint32{0}}
 }
 
 func (t *addedTrie) insert(content string, id uint32) {
@@ -28,6 +35,13 @@ func (t *addedTrie) insert(content string, id uint32) {
 			child = uint32(len(t.ids))
 			t.children[key] = child
 			t.ids = append(t.ids, -1)
+			t.soleChild, t.soleByte, t.degree = append(t.soleChild, 0), append(t.soleByte, 0), append(t.degree, 0)
+			t.degree[node]++
+			if t.degree[node] == 1 {
+				t.soleChild[node], t.soleByte[node] = child, content[i]
+			} else {
+				t.soleChild[node] = 0
+			}
 		}
 		node = child
 	}
@@ -39,11 +53,18 @@ func (t *addedTrie) insert(content string, id uint32) {
 func (t *addedTrie) longestAt(text string, p int) (id uint32, length int) {
 	node := uint32(0)
 	for i := p; i < len(text); i++ {
-		child, ok := t.children[node<<8|uint32(text[i])]
-		if !ok {
+		if c := t.soleChild[node]; c != 0 {
+			if t.soleByte[node] != text[i] {
+				break
+			}
+			node = c
+		} else if t.degree[node] == 0 {
+			break
+		} else if c, ok := t.children[node<<8|uint32(text[i])]; ok {
+			node = c
+		} else {
 			break
 		}
-		node = child
 		if t.ids[node] >= 0 {
 			id, length = uint32(t.ids[node]), i+1-p
 		}

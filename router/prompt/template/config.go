@@ -164,28 +164,113 @@ func ParseFile(data []byte, opts Options) (*Template, error) {
 }
 
 // chatRequest holds what a render reads of an OpenAI chat completions body.
-type chatRequest struct {
-	Messages            json.RawMessage `json:"messages"`
-	Tools               json.RawMessage `json:"tools"`
-	Documents           json.RawMessage `json:"documents"`
-	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
-	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
-}
-
 // InputFromChatRequest takes a render's Input from an OpenAI chat completions body, with the
 // extensions vLLM and Dynamo's frontend accept: add_generation_prompt (true when absent),
 // chat_template_kwargs and documents. Messages are passed as the client wrote them.
+//
+// Keys match exactly, as the frontends' decoders match them: encoding/json's case-insensitive
+// match would render "MESSAGES" in a body that also carries "messages", so the router would hash
+// one conversation while the backend serves the other. Of repeated keys the last counts.
 func InputFromChatRequest(body []byte) (Input, error) {
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return Input{}, fmt.Errorf("%w: chat request: %v", ErrInput, err)
+	if !json.Valid(body) {
+		return Input{}, fmt.Errorf("%w: chat request: not valid JSON", ErrInput)
 	}
-	in := Input{
-		Messages:            req.Messages,
-		Tools:               req.Tools,
-		Documents:           req.Documents,
-		AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-		Kwargs:              req.ChatTemplateKwargs,
+	in := Input{AddGenerationPrompt: true}
+	c := cursor{b: body}
+	if c.peek() != '{' {
+		return Input{}, fmt.Errorf("%w: chat request: not a JSON object", ErrInput)
+	}
+	c.i++
+	for b := c.peek(); b != '}' && b != 0; b = c.peek() {
+		if b == ',' {
+			c.i++
+			c.peek()
+		}
+		ks, ke := c.value()
+		key := body[ks+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			_ = json.Unmarshal(body[ks:ke], &k) // valid JSON: cannot fail
+			key = []byte(k)
+		}
+		c.peek()
+		c.i++ // the colon
+		c.peek()
+		vs, ve := c.value()
+		v := body[vs:ve]
+		switch string(key) {
+		case "messages":
+			in.Messages = bytes.Clone(v)
+		case "tools":
+			in.Tools = bytes.Clone(v)
+		case "documents":
+			in.Documents = bytes.Clone(v)
+		case "chat_template_kwargs":
+			in.Kwargs = bytes.Clone(v)
+		case "add_generation_prompt":
+			switch string(v) {
+			case "true", "null":
+				in.AddGenerationPrompt = true
+			case "false":
+				in.AddGenerationPrompt = false
+			default:
+				return Input{}, fmt.Errorf("%w: chat request: add_generation_prompt is %.32s, not a boolean", ErrInput, v)
+			}
+		}
 	}
 	return in, nil
+}
+
+// cursor walks JSON already known to be valid.
+type cursor struct {
+	b []byte
+	i int
+}
+
+// peek skips whitespace and returns the next byte (0 at the end).
+func (c *cursor) peek() byte {
+	for ; c.i < len(c.b); c.i++ {
+		switch c.b[c.i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c.b[c.i]
+		}
+	}
+	return 0
+}
+
+// value skips the value at the cursor and returns where it starts and ends.
+func (c *cursor) value() (start, end int) {
+	start = c.i
+	depth := 0
+	for ; c.i < len(c.b); c.i++ {
+		switch c.b[c.i] {
+		case '"':
+			for c.i++; c.b[c.i] != '"'; c.i++ {
+				if c.b[c.i] == '\\' {
+					c.i++
+				}
+			}
+			if depth == 0 {
+				c.i++
+				return start, c.i
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 { // the end of the enclosing object: a scalar just ended
+				return start, c.i
+			}
+			depth--
+			if depth == 0 {
+				c.i++
+				return start, c.i
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return start, c.i
+			}
+		}
+	}
+	return start, c.i
 }

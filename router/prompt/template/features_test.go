@@ -3,6 +3,7 @@ package template_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -187,15 +188,20 @@ func TestInputFromChatRequest(t *testing.T) {
 	}
 }
 
-func TestParseFile(t *testing.T) {
-	if _, err := template.ParseFile([]byte("{{ 'a' }}\xff"), template.Options{}); err == nil {
-		t.Fatal("a template file that is not UTF-8 was accepted")
+// Keys match exactly (an escaped key is its decoded text), the last of
+// repeated keys counts, and what is not a chat request object is refused.
+func TestInputFromChatRequestKeys(t *testing.T) {
+	in, err := template.InputFromChatRequest([]byte(`{"MESSAGES":["upper"],"messages":["exact"],"Messages":["title"]}`))
+	if err != nil || string(in.Messages) != `["exact"]` {
+		t.Fatalf("messages %s, %v: want the exact key's", in.Messages, err)
 	}
-	tmpl, err := template.ParseFile([]byte("{{ messages|length }}\n"), template.Options{})
-	if err != nil {
-		t.Fatal(err)
+	in, err = template.InputFromChatRequest([]byte(`{"\u006dessages":["escaped"],"tools":[1],"tools":[2],"add_generation_prompt":null}`))
+	if err != nil || string(in.Messages) != `["escaped"]` || string(in.Tools) != `[2]` || !in.AddGenerationPrompt {
+		t.Fatalf("input %+v, %v: want the escaped key, the last tools, null as the default", in, err)
 	}
-	if got, _ := tmpl.Render(context.Background(), template.Input{Messages: json.RawMessage(`[1, 2]`)}); got != "2" { // Jinja2 drops one final newline
-		t.Fatalf("got %q", got)
+	for _, body := range []string{`[]`, `"x"`, `{"add_generation_prompt":"yes"}`, `{"a":1}{}`} {
+		if _, err := template.InputFromChatRequest([]byte(body)); !errors.Is(err, template.ErrInput) {
+			t.Errorf("%s: error %v, want ErrInput", body, err)
+		}
 	}
 }
