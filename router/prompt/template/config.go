@@ -163,7 +163,6 @@ func ParseFile(data []byte, opts Options) (*Template, error) {
 	return Parse(string(data), opts)
 }
 
-// chatRequest holds what a render reads of an OpenAI chat completions body.
 // InputFromChatRequest takes a render's Input from an OpenAI chat completions body, with the
 // extensions vLLM and Dynamo's frontend accept: add_generation_prompt (true when absent),
 // chat_template_kwargs and documents. Messages are passed as the client wrote them.

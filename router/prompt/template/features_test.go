@@ -205,3 +205,16 @@ func TestInputFromChatRequestKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFile(t *testing.T) {
+	if _, err := template.ParseFile([]byte("{{ 'a' }}\xff"), template.Options{}); err == nil {
+		t.Fatal("a template file that is not UTF-8 was accepted")
+	}
+	tmpl, err := template.ParseFile([]byte("{{ messages|length }}\n"), template.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tmpl.Render(context.Background(), template.Input{Messages: json.RawMessage(`[1, 2]`)}); got != "2" { // Jinja2 drops one final newline
+		t.Fatalf("got %q", got)
+	}
+}
