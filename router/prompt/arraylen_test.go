@@ -3,10 +3,12 @@ package prompt
 import (
 	"encoding/json"
 	"testing"
+
+	"switchyard/router/prompt/template"
 )
 
-// arrayLen counts what decoding into []json.RawMessage would hold, and
-// refuses what it refuses.
+// arrayLen counts, in the fields a chat body renders, what decoding them
+// into []json.RawMessage would hold, and refuses what that refuses.
 func FuzzArrayLenMatchesDecoding(f *testing.F) {
 	for _, s := range []string{
 		`{"messages":[]}`, `{"messages":[ ]}`, `{"messages":null}`, `{}`,
@@ -17,20 +19,23 @@ func FuzzArrayLenMatchesDecoding(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var counted struct {
-			Messages arrayLen `json:"messages"`
-			Tools    arrayLen `json:"tools"`
+		in, err := template.InputFromChatRequest(body)
+		if err != nil {
+			return
 		}
-		var decoded struct {
-			Messages []json.RawMessage `json:"messages"`
-			Tools    []json.RawMessage `json:"tools"`
-		}
-		errCounted, errDecoded := json.Unmarshal(body, &counted), json.Unmarshal(body, &decoded)
-		if (errCounted == nil) != (errDecoded == nil) {
-			t.Fatalf("%q: counting says %v, decoding %v", body, errCounted, errDecoded)
-		}
-		if errDecoded == nil && (int(counted.Messages) != len(decoded.Messages) || int(counted.Tools) != len(decoded.Tools)) {
-			t.Fatalf("%q: counted %d/%d, decoded %d/%d", body, counted.Messages, counted.Tools, len(decoded.Messages), len(decoded.Tools))
+		for _, field := range []json.RawMessage{in.Messages, in.Tools} {
+			n, errCounted := arrayLen(field)
+			var decoded []json.RawMessage
+			errDecoded := error(nil)
+			if len(field) > 0 {
+				errDecoded = json.Unmarshal(field, &decoded)
+			}
+			if (errCounted == nil) != (errDecoded == nil) {
+				t.Fatalf("%q: counting says %v, decoding %v", field, errCounted, errDecoded)
+			}
+			if errDecoded == nil && n != len(decoded) {
+				t.Fatalf("%q: counted %d, decoded %d", field, n, len(decoded))
+			}
 		}
 	})
 }

@@ -216,31 +216,27 @@ func (s *Service) chatInput(body []byte) (template.Input, string) {
 	if err != nil {
 		return in, picker.KVRenderUnavailable
 	}
-	var messages, tools arrayLen
-	if messages.UnmarshalJSON(in.Messages) != nil || tools.UnmarshalJSON(in.Tools) != nil {
+	messages, err1 := arrayLen(in.Messages)
+	tools, err2 := arrayLen(in.Tools)
+	if err1 != nil || err2 != nil {
 		return in, picker.KVRenderUnavailable
 	}
-	if int(messages) > s.lim.MaxMessages || int(tools) > s.lim.MaxTools {
+	if messages > s.lim.MaxMessages || tools > s.lim.MaxTools {
 		return in, picker.KVPromptTooLarge
 	}
 	return in, ""
 }
 
-// arrayLen decodes a JSON array (or null) as its number of elements,
-// without copying them.
-type arrayLen int
-
 var errNotArray = errors.New("not a JSON array")
 
-// UnmarshalJSON counts the elements of data, which encoding/json has
-// already checked is one valid JSON value (absent: none).
-func (n *arrayLen) UnmarshalJSON(data []byte) error {
+// arrayLen counts the elements of a JSON array (null or absent: none)
+// without decoding them; data is one valid JSON value.
+func arrayLen(data []byte) (int, error) {
 	if len(data) == 0 || string(data) == "null" {
-		*n = 0
-		return nil
+		return 0, nil
 	}
-	if len(data) == 0 || data[0] != '[' {
-		return errNotArray
+	if data[0] != '[' {
+		return 0, errNotArray
 	}
 	count, depth, inString, empty := 0, 0, false, true
 	for i := 0; i < len(data); i++ {
@@ -275,8 +271,7 @@ func (n *arrayLen) UnmarshalJSON(data []byte) error {
 	if !empty {
 		count++
 	}
-	*n = arrayLen(count)
-	return nil
+	return count, nil
 }
 
 // completionPrompt is a completions body's prompt when it is one string.
