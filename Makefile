@@ -115,6 +115,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseCard -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/artifacts/
 	$(GO) test -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/template/
 	$(GO) test -run '^$$' -fuzz FuzzInputFromChatRequest -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/template/
+	$(GO) test -run '^$$' -fuzz FuzzValid -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/jsonvalid/
 	$(GO) test -run '^$$' -fuzz FuzzTokenPrompt -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/prompt/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeFrames -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./recorder/
 	$(GO) test -run '^$$' -fuzz FuzzTrace -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./sim/workload/

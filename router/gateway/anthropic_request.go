@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"strings"
+
+	"switchyard/router/jsonvalid"
 )
 
 // anthropicChat is an Anthropic Messages request converted to a chat
@@ -24,7 +26,7 @@ var anthropicFields = []string{"model", "messages", "system", "max_tokens", "tem
 // anthropicToChat converts a Messages request body. Errors are the
 // client's (a *requestError), answered with a 400.
 func anthropicToChat(body []byte) (*anthropicChat, error) {
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		return nil, &requestError{"the request body must be a JSON object"}
 	}
 	top, err := fields(body, "the request body", anthropicFields...)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"switchyard/router/jsonvalid"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
 )
@@ -257,7 +258,7 @@ func duplicateKey(where, name string) *problem {
 // scanInbound checks the body is a JSON object and finds its routing
 // members, refusing one named twice.
 func scanInbound(body []byte) (*inboundScan, *problem) {
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		return nil, badRequest("the request body must be a JSON object")
 	}
 	sc := &inboundScan{nvKey: -1, nvPrevEnd: -1, nvNextKey: -1}
@@ -307,7 +308,7 @@ func maxTokensOf(raws ...[]byte) int {
 	return 0
 }
 
-// decodeString decodes a JSON value (of a body json.Valid accepted) into
+// decodeString decodes a JSON value (of a body jsonvalid.Valid accepted) into
 // s as json.Unmarshal does, false when it is not a string. A string
 // without escapes in valid UTF-8 is its bytes; others are decoded.
 func decodeString(raw []byte, s *string) bool {
@@ -321,7 +322,7 @@ func decodeString(raw []byte, s *string) bool {
 	return json.Unmarshal(raw, s) == nil
 }
 
-// decodeInt decodes a JSON value (of a body json.Valid accepted) as
+// decodeInt decodes a JSON value (of a body jsonvalid.Valid accepted) as
 // json.Unmarshal does into an int; false when it is not one.
 func decodeInt(raw []byte) (int, bool) {
 	if raw == nil {

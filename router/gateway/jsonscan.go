@@ -1,6 +1,6 @@
 package gateway
 
-// A minimal walker over JSON that json.Valid has already accepted. It
+// A minimal walker over JSON that jsonvalid.Valid has already accepted. It
 // finds values by their byte spans without decoding or copying them, so
 // a request body is read once, whatever it holds, and only the few
 // members routing needs are decoded. Every index is bounds-checked: fed

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"switchyard/router/config"
+	"switchyard/router/jsonvalid"
 	"switchyard/router/metrics"
 )
 
@@ -117,7 +118,7 @@ func rewriteGrowth(msgs [][]byte) int {
 // messagesSpan finds the value of the body's top-level "messages" member:
 // an array, named once, in a valid JSON object.
 func messagesSpan(body []byte) (start, end int, ok bool) {
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		return 0, 0, false
 	}
 	w := &jsonWalker{b: body}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"switchyard/router/jsonvalid"
 )
 
 // MaxConfigBytes bounds a tokenizer_config.json, the size cap of a model card's artifacts.
@@ -171,7 +173,7 @@ func ParseFile(data []byte, opts Options) (*Template, error) {
 // match would render "MESSAGES" in a body that also carries "messages", so the router would hash
 // one conversation while the backend serves the other. Of repeated keys the last counts.
 func InputFromChatRequest(body []byte) (Input, error) {
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		return Input{}, fmt.Errorf("%w: chat request: not valid JSON", ErrInput)
 	}
 	in := Input{AddGenerationPrompt: true}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
+
+	"switchyard/router/jsonvalid"
 )
 
 // Input is one request's data, as JSON so that objects keep the order the client wrote them in:
@@ -101,7 +103,7 @@ func (c *converter) optional(raw json.RawMessage, field string) (jinja.Value, er
 func (c *converter) convert(raw json.RawMessage, field string) (jinja.Value, error) {
 	// Validated first, the value is then read in one pass over its bytes:
 	// json.Decoder's tokens cost an allocation or more each.
-	if !json.Valid(raw) {
+	if !jsonvalid.Valid(raw) {
 		return jinja.Undefined(), fmt.Errorf("%w: %s: %v", ErrInput, field, syntaxError(raw))
 	}
 	r := &jsonReader{b: raw}
@@ -115,7 +117,7 @@ func (c *converter) convert(raw json.RawMessage, field string) (jinja.Value, err
 	return v, nil
 }
 
-// syntaxError says why raw, which json.Valid refused, is not JSON.
+// syntaxError says why raw, which jsonvalid.Valid refused, is not JSON.
 func syntaxError(raw []byte) error {
 	var sink json.RawMessage
 	if err := json.Unmarshal(raw, &sink); err != nil {
@@ -124,7 +126,7 @@ func syntaxError(raw []byte) error {
 	return errors.New("invalid JSON")
 }
 
-// jsonReader walks JSON that json.Valid accepted.
+// jsonReader walks JSON that jsonvalid.Valid accepted.
 type jsonReader struct {
 	b []byte
 	i int
