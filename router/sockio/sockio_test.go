@@ -193,3 +193,101 @@ func TestResetByPeer(t *testing.T) {
 		t.Fatalf("error %v does not carry its system call", err)
 	}
 }
+
+// TestWriteAwaitWaitsWithoutReading sends a request whose answer the peer
+// holds back, and checks the answer is then read with one read call: no
+// read was tried on the empty socket before it came.
+func TestWriteAwaitWaitsWithoutReading(t *testing.T) {
+	client, server := pair(t)
+	c := client.(*Conn)
+	got, release := make(chan error, 1), make(chan struct{})
+	go func() {
+		buf := make([]byte, 4)
+		_, err := io.ReadFull(server, buf)
+		got <- err
+		<-release
+		_, _ = server.Write([]byte("pong"))
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.WriteAwait([]byte("ping"))
+		done <- err
+	}()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	n, err := client.Read(buf)
+	if err != nil || string(buf[:n]) != "pong" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	if c.reads != 1 {
+		t.Fatalf("%d read calls for one answer; want 1", c.reads)
+	}
+}
+
+// TestWriteAwaitLeavesTheWaitsErrorToRead: a peer that never answers
+// ends the wait at the read deadline; the write succeeded, and the Read
+// that follows reports the deadline.
+func TestWriteAwaitLeavesTheWaitsErrorToRead(t *testing.T) {
+	client, server := pair(t)
+	if err := client.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := client.(*Conn).WriteAwait([]byte("ping")); n != 4 || err != nil {
+		t.Fatalf("WriteAwait = %d, %v", n, err)
+	}
+	if _, err := client.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read after the wait: %v; want the deadline", err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("the peer got %q, %v", buf, err)
+	}
+}
+
+// TestWriteAwaitMoreThanTheSendBuffer writes what cannot go in one call:
+// the rest is written as Write does, and every byte arrives.
+func TestWriteAwaitMoreThanTheSendBuffer(t *testing.T) {
+	client, server := pair(t)
+	const size = 8 << 20
+	p := make([]byte, size)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	var got []byte
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		got, readErr = readN(server, size)
+		if readErr == nil {
+			_, readErr = server.Write([]byte("ok"))
+		}
+	}()
+	if n, err := client.(*Conn).WriteAwait(p); n != size || err != nil {
+		t.Fatalf("WriteAwait = %d, %v", n, err)
+	}
+	wg.Wait()
+	if readErr != nil || !bytes.Equal(got, p) {
+		t.Fatalf("the peer got %d bytes (%v)", len(got), readErr)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "ok" {
+		t.Fatalf("answer %q, %v", buf, err)
+	}
+}
+
+func TestWriteAwaitOnAClosedConnection(t *testing.T) {
+	client, _ := pair(t)
+	client.Close()
+	if n, err := client.(*Conn).WriteAwait([]byte("ping")); n != 0 || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("WriteAwait = %d, %v; want 0, net.ErrClosed", n, err)
+	}
+}

@@ -364,3 +364,20 @@ func TestCallbackContextTakesTheInterrupt(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, int32(1), hang.registered.Load())
 }
+
+// TestBodiesAroundTheWriteBuffer sends bodies smaller than, equal to and
+// larger than the connection's write buffer: only a request's last write
+// waits for the answer (send), so a body that leaves in several writes is
+// still sent whole before the server answers.
+func TestBodiesAroundTheWriteBuffer(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = fmt.Fprintf(w, "%d", len(b))
+	})
+	tr := newTestTransport(t)
+	for _, size := range []int{1, bufferSize - 200, bufferSize, bufferSize + 1, 3*bufferSize + 17, 4 << 20} {
+		_, body := roundTrip(t, tr, post(t, context.Background(), srv.URL, strings.Repeat("z", size)))
+		require.Equal(t, fmt.Sprint(size), body, "body of %d bytes", size)
+	}
+	require.Equal(t, int32(1), conns.Load())
+}
