@@ -154,10 +154,11 @@ func (c *Conn) writeSome(fd uintptr) bool {
 // callback, after the poller has cleared the socket's readiness, so the
 // answer's arrival wakes the wait and the Read that follows finds it.
 //
-// Bytes that arrived before the call are not what wakes it: a caller must
-// expect nothing unasked on the connection (an HTTP/1.1 client between
-// exchanges, where only a close can come, and the write turns a close into
-// a reset that does wake it). Errors of the wait are left to that Read;
+// Bytes that arrived before the call are not what wakes it: p must be the
+// whole request, so no answer can have started before it, and nothing
+// unasked may come on the connection (an HTTP/1.1 client between exchanges,
+// where only a close can come, and the write turns a close into a reset
+// that does wake it). Errors of the wait are left to that Read;
 // write errors are returned. When the send buffer fills, the rest is
 // written as Write does and the wait is skipped.
 func (c *Conn) WriteAwait(p []byte) (int, error) {

@@ -72,9 +72,13 @@ type writeAwaiter interface {
 
 // send flushes the rest of a request written to c.bw and, when the socket
 // can, waits there for the answer to arrive: the read that follows then
-// finds it instead of trying the socket once before waiting.
+// finds it instead of trying the socket once before waiting. Only a
+// request that leaves in this one write waits so: once part of one is out
+// the server may already have answered (an early 401 or 413 to a long
+// body), and an answer that arrived before the wait began would not end
+// it.
 func (c *conn) send() error {
-	c.awaitAnswer = c.awaiter != nil
+	c.awaitAnswer = c.awaiter != nil && c.written == 0
 	err := c.bw.Flush()
 	c.awaitAnswer = false
 	return err

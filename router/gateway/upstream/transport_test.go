@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -380,4 +381,43 @@ func TestBodiesAroundTheWriteBuffer(t *testing.T) {
 		require.Equal(t, fmt.Sprint(size), body, "body of %d bytes", size)
 	}
 	require.Equal(t, int32(1), conns.Load())
+}
+
+// TestAnswerBeforeTheBodyEnds: a server that answers a long body before
+// reading it all (an early 401) and then keeps the connection open. The
+// answer arrives while the body is still being written, so the request's
+// last write must not wait for an answer to arrive: it already has.
+func TestAnswerBeforeTheBodyEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	const size = 8 << 20
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			served <- err
+			return
+		}
+		if _, err := io.WriteString(c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope"); err != nil {
+			served <- err
+			return
+		}
+		_, err = io.Copy(io.Discard, req.Body) // the rest of the body; the connection stays open
+		served <- err
+		_, _ = br.ReadByte() // until the client leaves
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, body := roundTrip(t, newTestTransport(t), post(t, ctx, "http://"+ln.Addr().String()+"/v1/chat/completions", strings.Repeat("b", size)))
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Equal(t, "nope", body)
+	require.NoError(t, <-served)
 }
