@@ -29,21 +29,17 @@ type Conn struct {
 	*net.TCPConn
 	raw syscall.RawConn
 
-	rmu   sync.Mutex // one Read at a time owns the fields below
-	rbuf  []byte
-	rn    int
-	rerr  syscall.Errno
-	read  func(uintptr) bool
-	reads int // read calls made, for tests
+	rmu  sync.Mutex // one Read at a time owns the fields below
+	rbuf []byte
+	rn   int
+	rerr syscall.Errno
+	read func(uintptr) bool
 
 	wmu   sync.Mutex // one Write at a time owns the fields below
 	wbuf  []byte
 	wn    int
 	werr  syscall.Errno
 	write func(uintptr) bool
-
-	awaitStarted bool // WriteAwait's callback has made its write
-	writeAwait   func(uintptr) bool
 }
 
 // Wrap returns c as a *Conn when it is a TCP connection the runtime polls,
@@ -60,7 +56,6 @@ func Wrap(c net.Conn) net.Conn {
 	sc := &Conn{TCPConn: tc, raw: raw}
 	sc.read = sc.readOnce
 	sc.write = sc.writeSome
-	sc.writeAwait = sc.writeThenAwait
 	return sc
 }
 
@@ -89,7 +84,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 // readOnce makes one read; false asks the poller to wait for readability.
 func (c *Conn) readOnce(fd uintptr) bool {
 	for {
-		c.reads++
 		n, e := sysRead(fd, c.rbuf)
 		switch e {
 		case 0:
@@ -144,57 +138,6 @@ func (c *Conn) writeSome(fd uintptr) bool {
 		}
 	}
 	return true
-}
-
-// WriteAwait writes all of p, like Write, and then waits until the socket
-// has bytes to read (or its read deadline passes, or it closes), without
-// reading them. It is for a request whose answer is read next: Read tries
-// the socket once before waiting in the poller, which right after a request
-// only finds it empty; here the write is made inside the poller's read
-// callback, after the poller has cleared the socket's readiness, so the
-// answer's arrival wakes the wait and the Read that follows finds it.
-//
-// Bytes that arrived before the call are not what wakes it: p must be the
-// whole request, so no answer can have started before it, and nothing
-// unasked may come on the connection (an HTTP/1.1 client between exchanges,
-// where only a close can come, and the write turns a close into a reset
-// that does wake it). Errors of the wait are left to that Read;
-// write errors are returned. When the send buffer fills, the rest is
-// written as Write does and the wait is skipped.
-func (c *Conn) WriteAwait(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	c.wmu.Lock()
-	c.wbuf, c.wn, c.werr, c.awaitStarted = p, 0, 0, false
-	err := c.raw.Read(c.writeAwait)
-	n, errno := c.wn, c.werr
-	c.wbuf = nil
-	c.wmu.Unlock()
-	switch {
-	case errno != 0:
-		return n, c.opError("write", os.NewSyscallError("write", errno))
-	case n < len(p) && err == nil: // the send buffer filled
-		m, err := c.Write(p[n:])
-		return n + m, err
-	case n < len(p): // closed or past the deadline before the write
-		return n, c.opError("write", unwrapRaw(err))
-	}
-	return n, nil
-}
-
-// writeThenAwait is WriteAwait's callback: the first call writes and
-// waits unless the write stopped short; the next comes once the socket is
-// readable.
-func (c *Conn) writeThenAwait(fd uintptr) bool {
-	if c.awaitStarted {
-		return true
-	}
-	c.awaitStarted = true
-	written := c.writeSome(fd) // false: the send buffer is full
-	return !written || c.werr != 0
 }
 
 func (c *Conn) opError(op string, err error) error {

@@ -32,11 +32,6 @@ type conn struct {
 	// rather than once per request.
 	interruptFn func()
 
-	// awaiter is nc when it can wait for an answer after a write;
-	// awaitAnswer is set while send flushes a request's last bytes.
-	awaiter     writeAwaiter
-	awaitAnswer bool
-
 	// The idle-socket check's state (alive_linux.go), set on first use.
 	raw        syscall.RawConn
 	peekFn     func(fd uintptr) bool
@@ -57,45 +52,17 @@ func (c *conn) idledFor(now time.Time) time.Duration { return now.Sub(c.idleAt) 
 func newConn(nc net.Conn, key string) *conn {
 	nc = sockio.Wrap(nc)
 	c := &conn{nc: nc, key: key}
-	c.awaiter, _ = nc.(writeAwaiter)
 	c.interruptFn = c.interrupt
 	c.br = bufio.NewReaderSize(nc, bufferSize)
 	c.bw = bufio.NewWriterSize(writeCounter{c}, bufferSize)
 	return c
 }
 
-// writeAwaiter is a socket that can write a request and wait for its
-// answer without first reading the empty socket (sockio.Conn.WriteAwait).
-type writeAwaiter interface {
-	WriteAwait(p []byte) (int, error)
-}
-
-// send flushes the rest of a request written to c.bw and, when the socket
-// can, waits there for the answer to arrive: the read that follows then
-// finds it instead of trying the socket once before waiting. Only a
-// request that leaves in this one write waits so: once part of one is out
-// the server may already have answered (an early 401 or 413 to a long
-// body), and an answer that arrived before the wait began would not end
-// it.
-func (c *conn) send() error {
-	c.awaitAnswer = c.awaiter != nil && c.written == 0
-	err := c.bw.Flush()
-	c.awaitAnswer = false
-	return err
-}
-
-// writeCounter counts what the buffered writer hands to the socket; the
-// last write of a request (see send) also waits for the answer.
+// writeCounter counts what the buffered writer hands to the socket.
 type writeCounter struct{ c *conn }
 
 func (w writeCounter) Write(p []byte) (int, error) {
-	var n int
-	var err error
-	if w.c.awaitAnswer {
-		n, err = w.c.awaiter.WriteAwait(p)
-	} else {
-		n, err = w.c.nc.Write(p)
-	}
+	n, err := w.c.nc.Write(p)
 	w.c.written += int64(n)
 	return n, err
 }

@@ -17,9 +17,8 @@ var skippedRequestHeaders = map[string]bool{
 	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Connection": true,
 }
 
-// writeRequest writes req's head and its body of known length to w,
-// leaving the end in w's buffer for the caller to flush. The caller has
-// checked that req fits (see supported).
+// writeRequest writes req's head and its body of known length to w and
+// flushes. The caller has checked that req fits (see supported).
 func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
 	uri := req.URL.RequestURI()
 	if !validRequestTarget(uri) {
@@ -65,7 +64,10 @@ func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
 		}
 	}
 	w.WriteString("\r\n")
-	return writeBody(w, req)
+	if err := writeBody(w, req); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 // writeBody copies exactly req.ContentLength bytes of the body.

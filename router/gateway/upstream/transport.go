@@ -138,11 +138,7 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 	stop := watchCancel(ctx, c)
 	c.written = 0
 	closeAfter := closeRequested(req)
-	err := writeRequest(c.bw, req, closeAfter)
-	if err == nil {
-		err = c.send()
-	}
-	if err != nil {
+	if err := writeRequest(c.bw, req, closeAfter); err != nil {
 		t.release(c, stop, false)
 		if c.written == 0 && isNetError(err) && dl.expired(err, time.Now()) == nil {
 			err = &unsentError{err}

@@ -367,9 +367,8 @@ func TestCallbackContextTakesTheInterrupt(t *testing.T) {
 }
 
 // TestBodiesAroundTheWriteBuffer sends bodies smaller than, equal to and
-// larger than the connection's write buffer: only a request's last write
-// waits for the answer (send), so a body that leaves in several writes is
-// still sent whole before the server answers.
+// larger than the connection's write buffer: one that leaves in several
+// writes arrives whole, on the one connection.
 func TestBodiesAroundTheWriteBuffer(t *testing.T) {
 	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -385,8 +384,8 @@ func TestBodiesAroundTheWriteBuffer(t *testing.T) {
 
 // TestAnswerBeforeTheBodyEnds: a server that answers a long body before
 // reading it all (an early 401) and then keeps the connection open. The
-// answer arrives while the body is still being written, so the request's
-// last write must not wait for an answer to arrive: it already has.
+// answer arrives while the body is still being written; the client must
+// read it once the body is out, not wait for more.
 func TestAnswerBeforeTheBodyEnds(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
