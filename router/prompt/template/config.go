@@ -177,27 +177,27 @@ func InputFromChatRequest(body []byte) (Input, error) {
 		return Input{}, fmt.Errorf("%w: chat request: not valid JSON", ErrInput)
 	}
 	in := Input{AddGenerationPrompt: true}
-	c := cursor{b: body}
-	if c.peek() != '{' {
+	r := jsonReader{b: body}
+	if r.next() != '{' {
 		return Input{}, fmt.Errorf("%w: chat request: not a JSON object", ErrInput)
 	}
-	c.i++
-	for b := c.peek(); b != '}' && b != 0; b = c.peek() {
+	r.i++
+	for b := r.next(); b != '}' && b != 0; b = r.next() {
 		if b == ',' {
-			c.i++
-			c.peek()
+			r.i++
+			r.next()
 		}
-		ks, ke := c.value()
+		ks, ke := r.skip()
 		key := body[ks+1 : ke-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			var k string
 			_ = json.Unmarshal(body[ks:ke], &k) // valid JSON: cannot fail
 			key = []byte(k)
 		}
-		c.peek()
-		c.i++ // the colon
-		c.peek()
-		vs, ve := c.value()
+		r.next()
+		r.i++ // the colon
+		r.next()
+		vs, ve := r.skip()
 		v := body[vs:ve]
 		switch string(key) {
 		case "messages":
@@ -220,58 +220,4 @@ func InputFromChatRequest(body []byte) (Input, error) {
 		}
 	}
 	return in, nil
-}
-
-// cursor walks JSON already known to be valid.
-type cursor struct {
-	b []byte
-	i int
-}
-
-// peek skips whitespace and returns the next byte (0 at the end).
-func (c *cursor) peek() byte {
-	for ; c.i < len(c.b); c.i++ {
-		switch c.b[c.i] {
-		case ' ', '\t', '\n', '\r':
-		default:
-			return c.b[c.i]
-		}
-	}
-	return 0
-}
-
-// value skips the value at the cursor and returns where it starts and ends.
-func (c *cursor) value() (start, end int) {
-	start = c.i
-	depth := 0
-	for ; c.i < len(c.b); c.i++ {
-		switch c.b[c.i] {
-		case '"':
-			for c.i++; c.b[c.i] != '"'; c.i++ {
-				if c.b[c.i] == '\\' {
-					c.i++
-				}
-			}
-			if depth == 0 {
-				c.i++
-				return start, c.i
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 { // the end of the enclosing object: a scalar just ended
-				return start, c.i
-			}
-			depth--
-			if depth == 0 {
-				c.i++
-				return start, c.i
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return start, c.i
-			}
-		}
-	}
-	return start, c.i
 }

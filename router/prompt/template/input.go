@@ -145,6 +145,42 @@ func (r *jsonReader) next() byte {
 	return 0
 }
 
+// skip passes over the value at the cursor and returns where it starts and ends.
+func (r *jsonReader) skip() (start, end int) {
+	start = r.i
+	depth := 0
+	for ; r.i < len(r.b); r.i++ {
+		switch r.b[r.i] {
+		case '"':
+			for r.i++; r.b[r.i] != '"'; r.i++ {
+				if r.b[r.i] == '\\' {
+					r.i++
+				}
+			}
+			if depth == 0 {
+				r.i++
+				return start, r.i
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 { // the end of the enclosing object: a scalar just ended
+				return start, r.i
+			}
+			depth--
+			if depth == 0 {
+				r.i++
+				return start, r.i
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return start, r.i
+			}
+		}
+	}
+	return start, r.i
+}
+
 // str reads the string at the cursor as encoding/json decodes it: escapes
 // resolved, invalid UTF-8 replaced.
 func (r *jsonReader) str() (string, error) {
