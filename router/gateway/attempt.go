@@ -163,9 +163,9 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	if sel != nil {
 		setPins(h, sel)
 	}
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType
 	if x.in.stream {
-		h.Set("Accept", "text/event-stream")
+		h["Accept"] = eventStreamAccept
 	}
 	req.Header = h
 
@@ -194,6 +194,13 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	}
 	return a, answered
 }
+
+// The values send sets, shared by every request (read only, and a length
+// equal to the capacity, so an append copies).
+var (
+	jsonContentType   = []string{"application/json"}
+	eventStreamAccept = []string{"text/event-stream"}
+)
 
 // failed classifies why an attempt got no (or only part of an) answer,
 // err being how it failed: the deadline that ended it is the cause of

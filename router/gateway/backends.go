@@ -162,6 +162,9 @@ type state struct {
 	modelMap map[string]string
 	reverse  map[string][]string
 	keys     []apiKey
+	// namespaces lists every pool's namespace in order: usableNamespaces'
+	// answer when all are usable, shared and never modified.
+	namespaces []string
 	// pinning: Dynamo and disaggregated serving are on and a pool exists.
 	pinning bool
 }
@@ -204,6 +207,7 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 		if len(pl.members) > 0 && st.poolByNS[pl.namespace] == nil {
 			st.pools = append(st.pools, pl)
 			st.poolByNS[pl.namespace] = pl
+			st.namespaces = append(st.namespaces, pl.namespace)
 		}
 	}
 	st.pinning = cfg.Dynamo.Enabled && cfg.DisaggregatedServing.Enabled && len(st.pools) > 0
@@ -279,12 +283,21 @@ func (st *state) renderReplica(namespaces []string) *backend {
 
 // usableNamespaces lists, in configuration order, the namespaces whose
 // pool has a replica the request could use now: the picker's candidates.
+// The usual answer, every pool, is one shared slice: callers only read it.
 func (st *state) usableNamespaces(k *apiKey, now time.Time) []string {
 	var out []string
-	for _, p := range st.pools {
-		if p.anyUsable(k, now) {
-			out = append(out, p.namespace)
+	for i, p := range st.pools {
+		switch usable := p.anyUsable(k, now); {
+		case out != nil:
+			if usable {
+				out = append(out, p.namespace)
+			}
+		case !usable:
+			out = append(make([]string, 0, len(st.pools)-1), st.namespaces[:i]...)
 		}
+	}
+	if out == nil {
+		return st.namespaces[:len(st.namespaces):len(st.namespaces)]
 	}
 	return out
 }
