@@ -106,8 +106,8 @@ func closeRequested(req *http.Request) bool {
 }
 
 // validRequestTarget rejects a target that would break the request line.
-func validRequestTarget(s string) bool {
-	if s == "" {
+func validRequestTarget[T string | []byte](s T) bool {
+	if len(s) == 0 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -70,26 +71,63 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return RoundTripWith(t.Fallback, req)
 	}
 	ctx, dl := splitDeadline(req.Context())
-	key := hostPort(req)
+	return t.roundTrip(ctx, dl, hostPort(req), (*stdRequest)(req))
+}
+
+// roundTrip is RoundTrip's and Send's: tries on a pooled connection, and
+// once more on a new one when a reused one fails before any byte left.
+func (t *Transport) roundTrip(ctx context.Context, dl *deadlineContext, key string, out outgoing) (*http.Response, error) {
 	for retry := false; ; retry = true {
-		resp, c, err := t.tryOnce(ctx, dl, req, key, retry)
+		resp, c, err := t.tryOnce(ctx, dl, out, key, retry)
 		if err == nil {
 			return resp, nil
 		}
+		out.sent()
 		if retry || c == nil || !c.reused || !staleConn(err) || ctx.Err() != nil {
-			closeBody(req)
 			return nil, err
 		}
-		closeBody(req)
-		if req, err = rewound(req); err != nil {
+		if out, err = out.again(); err != nil {
 			return nil, err
 		}
 	}
 }
 
+// outgoing is a request as an exchange writes it: an http.Request or a
+// Head.
+type outgoing interface {
+	// writeTo writes the whole request and flushes.
+	writeTo(w *bufio.Writer, closeAfter bool) error
+	requestMethod() string
+	// closeAfter reports whether the request asks for the connection's
+	// close after its answer.
+	closeAfter() bool
+	// sent releases the body once it is written or will not be.
+	sent()
+	// again is the same request for a second attempt.
+	again() (outgoing, error)
+	// request is the http.Request, for the answer's Request field.
+	request() *http.Request
+}
+
+// stdRequest is an http.Request as an outgoing.
+type stdRequest http.Request
+
+func (r *stdRequest) req() *http.Request { return (*http.Request)(r) }
+func (r *stdRequest) writeTo(w *bufio.Writer, closeAfter bool) error {
+	return writeRequest(w, r.req(), closeAfter)
+}
+func (r *stdRequest) requestMethod() string  { return r.Method }
+func (r *stdRequest) closeAfter() bool       { return closeRequested(r.req()) }
+func (r *stdRequest) sent()                  { closeBody(r.req()) }
+func (r *stdRequest) request() *http.Request { return r.req() }
+func (r *stdRequest) again() (outgoing, error) {
+	req, err := rewound(r.req())
+	return (*stdRequest)(req), err
+}
+
 // tryOnce makes one attempt on a pooled connection (unless fresh) or a
 // new one. It returns the connection used, if any, with the error.
-func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, req *http.Request, key string, fresh bool) (*http.Response, *conn, error) {
+func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, out outgoing, key string, fresh bool) (*http.Response, *conn, error) {
 	if ctx.Err() != nil {
 		return nil, nil, t.failure(ctx, nil, ctx.Err())
 	}
@@ -113,7 +151,7 @@ func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, req *http.
 		}
 		c = newConn(nc, key)
 	}
-	resp, err := t.exchange(ctx, dl, c, req)
+	resp, err := t.exchange(ctx, dl, c, out)
 	return resp, c, err
 }
 
@@ -127,37 +165,37 @@ func (t *Transport) dial(ctx context.Context, dl *deadlineContext, key string) (
 	return t.dialer.DialContext(dctx, "tcp", key)
 }
 
-// exchange writes req on c and reads the answer's head. The exchange
+// exchange writes out on c and reads the answer's head. The exchange
 // deadline (dl) is the connection's; the context's cancellation
 // interrupts a blocked write or read by putting that deadline in the
 // past. No goroutine or timer of its own waits on either.
-func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, req *http.Request) (*http.Response, error) {
+func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, out outgoing) (*http.Response, error) {
 	// Set before the interrupt is registered: an interrupt that fires
 	// at once must not be overwritten.
 	c.setDeadline(dl.deadline())
 	stop := watchCancel(ctx, c)
 	c.written = 0
-	closeAfter := closeRequested(req)
-	if err := writeRequest(c.bw, req, closeAfter); err != nil {
+	closeAfter := out.closeAfter()
+	if err := out.writeTo(c.bw, closeAfter); err != nil {
 		t.release(c, stop, false)
 		if c.written == 0 && isNetError(err) && dl.expired(err, time.Now()) == nil {
 			err = &unsentError{err}
 		}
 		return nil, t.failure(ctx, dl, err)
 	}
-	closeBody(req)
+	out.sent()
 	resp, err := readHead(c.br)
 	if err != nil {
 		t.release(c, stop, false)
 		return nil, t.failure(ctx, dl, err)
 	}
-	f, err := frameOf(resp, req.Method)
+	f, err := frameOf(resp, out.requestMethod())
 	if err != nil {
 		t.release(c, stop, false)
 		return nil, err
 	}
 	f.keepAlive = f.keepAlive && !closeAfter
-	resp.Request = req
+	resp.Request = out.request()
 	if f.kind == noBody || f.kind == lengthBody && f.length == 0 {
 		resp.Body = http.NoBody
 		t.release(c, stop, f.keepAlive)
