@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,6 +25,10 @@ type backend struct {
 	// baseURL is base parsed once, when it needs nothing but a path
 	// appended (nil otherwise: each send parses base+path).
 	baseURL *url.URL
+	// sendKey is the host:port of a plain http:// base (empty otherwise),
+	// whose requests the builtin client takes as a rendered Head; sendPath
+	// is that base's path as sent, which request paths follow.
+	sendKey, sendPath string
 	// shim: listed in a dynamo.shim pool, so never a fallback target.
 	shim bool
 	rt   *runtime
@@ -186,6 +191,12 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 	for _, bc := range cfg.Backends {
 		b := &backend{name: bc.Name, cfg: bc, base: strings.TrimRight(bc.URL, "/"), rw: newPromptRewrite(bc)}
 		b.baseURL = plainBase(b.base)
+		if u := b.baseURL; u != nil && u.Scheme == "http" {
+			b.sendKey, b.sendPath = u.Host, u.EscapedPath()
+			if u.Port() == "" {
+				b.sendKey = net.JoinHostPort(u.Hostname(), "80")
+			}
+		}
 		if rt := old[bc.Name]; rt != nil && rt.fits(b.name, b.base, bc) {
 			b.rt = rt
 		} else {
