@@ -99,7 +99,7 @@ func (x *exchange) copyBody(body io.Reader) error {
 	// The loop is io.CopyBuffer's, written out so the writer (and the
 	// controller it holds) stay on the stack; the pooled buffer spares
 	// io.Copy's 32 KiB per response (neither side offers ReadFrom/WriteTo).
-	dw := deadlineWriter{w: x.w, rc: http.NewResponseController(x.w), d: x.writeTimeout()}
+	dw := deadlineWriter{w: x.w, rc: *http.NewResponseController(x.w), d: x.writeTimeout()}
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	for {
@@ -147,7 +147,7 @@ func (x *exchange) writeTimeout() time.Duration {
 // connection.
 type deadlineWriter struct {
 	w   io.Writer
-	rc  *http.ResponseController
+	rc  http.ResponseController // by value: a pointer would cost an allocation
 	d   time.Duration
 	err error
 }

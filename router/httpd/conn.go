@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard/router/h1"
 	"switchyard/router/sockio"
 )
 
@@ -38,7 +39,7 @@ type conn struct {
 	cr     connReader
 	br     *bufio.Reader
 	state  atomic.Int32
-	values valueCache // header values its requests repeat
+	values h1.Interner // header values its requests repeat
 	// writeDeadline: the socket may hold a write deadline an answer's
 	// handler set (see dropStaleWriteDeadline).
 	writeDeadline bool

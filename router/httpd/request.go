@@ -185,7 +185,7 @@ func plainPath(p string) bool {
 
 // readHeaders reads the header fields up to the empty line. Host is taken
 // out of the map, as net/http does.
-func readHeaders(br *bufio.Reader, budget *int, seen *valueCache) (http.Header, string, error) {
+func readHeaders(br *bufio.Reader, budget *int, seen *h1.Interner) (http.Header, string, error) {
 	values := make([]string, 0, 8) // one backing array for most heads
 	h := make(http.Header, 8)
 	host, hosts := "", 0
@@ -201,7 +201,7 @@ func readHeaders(br *bufio.Reader, budget *int, seen *valueCache) (http.Header, 
 		if err != nil {
 			return nil, "", badRequest(err.Error())
 		}
-		value := seen.intern(raw)
+		value := seen.Intern(raw)
 		if name == "Host" {
 			host, hosts = value, hosts+1
 			continue
@@ -264,30 +264,3 @@ func frame(req *http.Request) (head, *headError) {
 }
 
 func (e *headError) Error() string { return e.msg }
-
-// valueCache keeps the header values a connection's requests repeat (a
-// client sends the same Content-Type, User-Agent, Accept... every time),
-// so each is allocated once per connection rather than once per request.
-// It is small and bounded: a client cannot grow it.
-type valueCache struct {
-	values map[string]string
-}
-
-const (
-	maxCachedValues   = 32
-	maxCachedValueLen = 128
-)
-
-func (c *valueCache) intern(b []byte) string {
-	if v, ok := c.values[string(b)]; ok {
-		return v
-	}
-	v := string(b)
-	if len(b) <= maxCachedValueLen && len(c.values) < maxCachedValues {
-		if c.values == nil {
-			c.values = make(map[string]string, 8)
-		}
-		c.values[v] = v
-	}
-	return v
-}

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard/router/h1"
 	"switchyard/router/sockio"
 )
 
@@ -24,7 +25,8 @@ type conn struct {
 	// request, so a failed reuse can tell whether anything went out.
 	written int64
 	idleAt  time.Time
-	reused  bool // taken from the pool rather than dialled for this request
+	values  h1.Interner // header values its answers repeat
+	reused  bool        // taken from the pool rather than dialled for this request
 	// deadline is the socket's read and write deadline (zero: none), so
 	// an exchange sets it only when it changes.
 	deadline time.Time

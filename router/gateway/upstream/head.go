@@ -21,6 +21,7 @@ import (
 // answer's body is closed (the body reader keeps its deadline).
 type Head struct {
 	buf    []byte
+	pooled *[]byte // where buf came from
 	method string
 	body   []byte
 	err    error
@@ -33,7 +34,8 @@ var headBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); retur
 // joined (in origin form, a path from "/", as sent), and Host.
 func (h *Head) Start(method, host string, target ...string) {
 	if h.buf == nil {
-		h.buf = (*headBuffers.Get().(*[]byte))[:0]
+		h.pooled = headBuffers.Get().(*[]byte)
+		h.buf = (*h.pooled)[:0]
 	}
 	h.buf, h.err, h.method = h.buf[:0], nil, method
 	h.buf = append(append(h.buf, method...), ' ')
@@ -89,11 +91,11 @@ func (h *Head) Err() error { return h.err }
 // release returns the buffer to the pool.
 func (h *Head) release() {
 	if h.buf != nil {
-		b := h.buf[:0]
-		h.buf = nil
-		if cap(b) <= 64<<10 { // an outsized head is left to the collector
-			headBuffers.Put(&b)
+		if cap(h.buf) <= 64<<10 { // an outsized head is left to the collector
+			*h.pooled = h.buf[:0]
+			headBuffers.Put(h.pooled)
 		}
+		h.buf, h.pooled = nil, nil
 	}
 }
 
@@ -135,9 +137,8 @@ func (t *Transport) Send(ctx context.Context, key string, h *Head, body []byte, 
 func (h *Head) writeTo(w *bufio.Writer, _ bool) error {
 	w.Write(h.buf)
 	if n := len(h.body); n > 0 || methodExpectsBody(h.method) {
-		var digits [20]byte
 		w.WriteString("Content-Length: ")
-		w.Write(strconv.AppendInt(digits[:0], int64(n), 10))
+		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(n), 10))
 		w.WriteString("\r\n")
 	}
 	w.WriteString("\r\n")

@@ -26,9 +26,9 @@ var (
 
 // readHead reads the status line and headers of the final answer to a
 // request, skipping 1xx interim answers. The body, if any, follows in br.
-func readHead(br *bufio.Reader) (*http.Response, error) {
+func readHead(br *bufio.Reader, values *h1.Interner) (*http.Response, error) {
 	for interim := 0; ; interim++ {
-		resp, err := readOneHead(br, interim == 0)
+		resp, err := readOneHead(br, values, interim == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -44,11 +44,12 @@ func readHead(br *bufio.Reader) (*http.Response, error) {
 	}
 }
 
-// readOneHead reads one response head. first marks the first head of an
+// readOneHead reads one response head, its header values interned in
+// values (the connection's: its answers repeat them). first marks the first head of an
 // answer, whose empty read says the server closed the connection before
 // answering. That is not retried: the request went out, and the server
 // may have acted on it.
-func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
+func readOneHead(br *bufio.Reader, values *h1.Interner, first bool) (*http.Response, error) {
 	budget := maxHeadBytes
 	line, err := h1.ReadLine(br, &budget)
 	if err != nil {
@@ -61,7 +62,7 @@ func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	values := make([]string, 0, 8) // one backing array for most heads
+	all := make([]string, 0, 8) // one backing array for most heads
 	h := make(http.Header, 8)
 	for {
 		line, err := h1.ReadLine(br, &budget)
@@ -71,15 +72,16 @@ func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 		if len(line) == 0 {
 			break
 		}
-		name, value, err := h1.ParseHeaderLine(line)
+		name, raw, err := h1.SplitHeaderLine(line)
 		if err != nil {
 			return nil, err
 		}
-		if len(values) == cap(values) {
-			values = make([]string, 0, 8)
+		value := values.Intern(raw)
+		if len(all) == cap(all) {
+			all = make([]string, 0, 8)
 		}
-		values = append(values, value)
-		v := values[len(values)-1 : len(values) : len(values)]
+		all = append(all, value)
+		v := all[len(all)-1 : len(all) : len(all)]
 		if old, ok := h[name]; ok {
 			h[name] = append(old, value)
 		} else {

@@ -184,7 +184,7 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 		return nil, t.failure(ctx, dl, err)
 	}
 	out.sent()
-	resp, err := readHead(c.br)
+	resp, err := readHead(c.br, &c.values)
 	if err != nil {
 		t.release(c, stop, false)
 		return nil, t.failure(ctx, dl, err)
