@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +165,95 @@ func sortedLines(raw []byte) []string {
 	lines := strings.Split(head, "\r\n")
 	slices.Sort(lines[1:])
 	return append(lines, body)
+}
+
+// watchingContext is a context that runs callbacks itself, as the builtin
+// server's request contexts do (Watch, Unwatch): the exchange registers
+// its interrupt there instead of through context.AfterFunc.
+type watchingContext struct {
+	context.Context
+	mu      sync.Mutex
+	funcs   map[uint64]func()
+	next    uint64
+	watched int
+	err     error
+}
+
+func (c *watchingContext) Watch(f func()) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next++
+	c.watched++
+	c.funcs[c.next] = f
+	return c.next
+}
+
+func (c *watchingContext) Unwatch(key uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.funcs[key]
+	delete(c.funcs, key)
+	return ok
+}
+
+func (c *watchingContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *watchingContext) cancel() {
+	c.mu.Lock()
+	c.err = context.Canceled
+	funcs := c.funcs
+	c.funcs = map[uint64]func(){}
+	c.mu.Unlock()
+	for _, f := range funcs {
+		go f()
+	}
+}
+
+// An exchange registers its interrupt with a watching context, takes it
+// back when the answer ends, and is cut short when the context ends.
+func TestSendRegistersWithAWatchingContext(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	rs := newRawServer(t, func(t *testing.T, n int, c net.Conn, br *bufio.Reader) {
+		for {
+			req, body := readRequest(br)
+			if req == nil {
+				return
+			}
+			if string(body) == "hang" {
+				arrived <- struct{}{}
+				<-release
+				return
+			}
+			answerOK(c, string(body))
+		}
+	})
+	tr := newTestTransport(t)
+	key := rs.ln.Addr().String()
+	ctx := &watchingContext{Context: context.Background(), funcs: map[uint64]func(){}}
+
+	var h Head
+	h.Start(http.MethodPost, key, "/p")
+	resp, err := tr.Send(ctx, key, &h, []byte("ok"), time.Time{}, nil)
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, 1, ctx.watched)
+	require.Empty(t, ctx.funcs, "the answer's end unregistered the interrupt")
+	require.Equal(t, 1, tr.pool.idleCount(key))
+
+	go func() {
+		<-arrived
+		ctx.cancel()
+	}()
+	h.Start(http.MethodPost, key, "/p")
+	_, err = tr.Send(ctx, key, &h, []byte("hang"), time.Time{}, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 0, tr.pool.idleCount(key), "an interrupted connection is not kept")
 }

@@ -205,32 +205,62 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 	return resp, nil
 }
 
-func noStop() bool { return true }
+// watcher is a context that runs callbacks itself once done, registered
+// and unregistered without allocating: the builtin server's request
+// contexts.
+type watcher interface {
+	Watch(f func()) (key uint64)
+	Unwatch(key uint64) bool
+}
 
 // afterFuncer is a context that runs callbacks itself once done.
 type afterFuncer interface {
 	AfterFunc(f func()) (stop func() bool)
 }
 
+// cancelWatch is an exchange's registration for its context's
+// cancellation: with a watcher, its key; with another context, the stop
+// func of its AfterFunc or context.AfterFunc; with neither, nothing.
+type cancelWatch struct {
+	w       watcher
+	key     uint64
+	stopped func() bool
+}
+
+// stop unregisters, and reports whether the interrupt never fired (and
+// now never will).
+func (cw cancelWatch) stop() bool {
+	switch {
+	case cw.w != nil:
+		return cw.w.Unwatch(cw.key)
+	case cw.stopped != nil:
+		return cw.stopped()
+	}
+	return true
+}
+
 // watchCancel arranges for c's blocked I/O to be interrupted once ctx is
 // canceled. A context that runs callbacks itself (the builtin server's
 // request contexts) takes the interrupt directly: no derived context and
 // no Done channel is made for it.
-func watchCancel(ctx context.Context, c *conn) (stop func() bool) {
-	if a, ok := ctx.(afterFuncer); ok {
-		return a.AfterFunc(c.interruptFn)
+func watchCancel(ctx context.Context, c *conn) cancelWatch {
+	switch w := ctx.(type) {
+	case watcher:
+		return cancelWatch{w: w, key: w.Watch(c.interruptFn)}
+	case afterFuncer:
+		return cancelWatch{stopped: w.AfterFunc(c.interruptFn)}
 	}
 	if ctx.Done() == nil {
-		return noStop
+		return cancelWatch{}
 	}
-	return context.AfterFunc(ctx, c.interruptFn)
+	return cancelWatch{stopped: context.AfterFunc(ctx, c.interruptFn)}
 }
 
 // release pools c when it may carry another request, and closes it
 // otherwise. A context whose interrupt already fired (stop reports
 // false) may have set a deadline on c, which is then never reused.
-func (t *Transport) release(c *conn, stop func() bool, keepAlive bool) {
-	if stop() && keepAlive && c.br.Buffered() == 0 {
+func (t *Transport) release(c *conn, cw cancelWatch, keepAlive bool) {
+	if cw.stop() && keepAlive && c.br.Buffered() == 0 {
 		t.pool.put(c)
 		return
 	}
