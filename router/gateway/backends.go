@@ -118,14 +118,14 @@ type rotation struct {
 }
 
 // candidates lists the members usable now, starting at the next turn, so
-// retries walk on to the following members.
-func (r *rotation) candidates(k *apiKey, now time.Time) []*backend {
+// retries walk on to the following members. They are appended to buf.
+func (r *rotation) candidates(buf []*backend, k *apiKey, now time.Time) []*backend {
 	n := len(r.members)
 	if n == 0 {
 		return nil
 	}
 	start := int((r.next.Add(1) - 1) % uint64(n))
-	out := make([]*backend, 0, n)
+	out := buf[:0]
 	for i := range n {
 		if b := r.members[(start+i)%n]; b.usable(k, now) {
 			out = append(out, b)

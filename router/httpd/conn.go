@@ -109,7 +109,10 @@ func (c *conn) serveOne() bool {
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
 	}
-	hd, herr := c.readRequest()
+	// The response is made first: the request and its URL are parsed
+	// into it, one allocation for the three.
+	w := &response{c: c}
+	hd, herr := c.readRequest(&w.request, &w.url)
 	if herr != nil {
 		c.refuse(herr)
 		return false
@@ -120,7 +123,7 @@ func (c *conn) serveOne() bool {
 	case c.srv.ReadHeaderTimeout > 0 || c.srv.IdleTimeout > 0: // the head's or the wait's, which must not cut the body
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
-	w := newResponse(c, hd)
+	w.start(hd)
 	c.run(w, w.req)
 	w.ctx.cancel()
 	keep := w.finish()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,14 +38,16 @@ var outPool = sync.Pool{New: func() any {
 
 var errFinished = errors.New("httpd: write after the handler returned")
 
-// response is one request's exchange: its ResponseWriter, its body and its
-// context, allocated together.
+// response is one request's exchange: its ResponseWriter, the request
+// with its URL, body and context, allocated together.
 type response struct {
-	c    *conn
-	req  *http.Request
-	ctx  requestContext
-	body body
-	out  *out
+	c       *conn
+	request http.Request
+	url     url.URL
+	req     *http.Request // &request
+	ctx     requestContext
+	body    body
+	out     *out
 
 	header      http.Header
 	status      int
@@ -60,8 +63,10 @@ type response struct {
 	deadlineSet bool
 }
 
-func newResponse(c *conn, hd head) *response {
-	w := &response{c: c, header: make(http.Header, 4), declared: -1, closeAfter: hd.closeAfter}
+// start readies w to answer the request hd describes.
+func (w *response) start(hd head) {
+	c := w.c
+	w.header, w.declared, w.closeAfter = make(http.Header, 4), -1, hd.closeAfter
 	w.ctx.parent = context.Background()
 	w.body = body{w: w, chunked: hd.chunked, remaining: max(hd.length, 0), continueDue: hd.expectContinue}
 	req := hd.req
@@ -79,7 +84,6 @@ func newResponse(c *conn, hd head) *response {
 	w.req = req
 	w.out = outPool.Get().(*out)
 	w.out.bw.Reset(c.nc)
-	return w
 }
 
 func (w *response) Header() http.Header { return w.header }

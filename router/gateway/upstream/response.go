@@ -25,10 +25,11 @@ var (
 )
 
 // readHead reads the status line and headers of the final answer to a
-// request, skipping 1xx interim answers. The body, if any, follows in br.
-func readHead(br *bufio.Reader, values *h1.Interner) (*http.Response, error) {
+// request into resp, skipping 1xx interim answers. The body, if any,
+// follows in br.
+func readHead(br *bufio.Reader, values *h1.Interner, resp *http.Response) (*http.Response, error) {
 	for interim := 0; ; interim++ {
-		resp, err := readOneHead(br, values, interim == 0)
+		resp, err := readOneHead(br, values, resp, interim == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +50,7 @@ func readHead(br *bufio.Reader, values *h1.Interner) (*http.Response, error) {
 // answer, whose empty read says the server closed the connection before
 // answering. That is not retried: the request went out, and the server
 // may have acted on it.
-func readOneHead(br *bufio.Reader, values *h1.Interner, first bool) (*http.Response, error) {
+func readOneHead(br *bufio.Reader, values *h1.Interner, resp *http.Response, first bool) (*http.Response, error) {
 	budget := maxHeadBytes
 	line, err := h1.ReadLine(br, &budget)
 	if err != nil {
@@ -58,8 +59,7 @@ func readOneHead(br *bufio.Reader, values *h1.Interner, first bool) (*http.Respo
 		}
 		return nil, headError(err)
 	}
-	resp, err := parseStatusLine(line)
-	if err != nil {
+	if err := parseStatusLine(line, resp); err != nil {
 		return nil, err
 	}
 	all := make([]string, 0, 8) // one backing array for most heads
@@ -103,34 +103,35 @@ func headError(err error) error {
 	return fmt.Errorf("upstream: reading the response head: %w", err)
 }
 
-// parseStatusLine parses "HTTP/1.x 200 OK"; the reason may be empty.
-func parseStatusLine(line []byte) (*http.Response, error) {
+// parseStatusLine parses "HTTP/1.x 200 OK" into resp; the reason may be
+// empty.
+func parseStatusLine(line []byte, resp *http.Response) error {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
 		(line[7] != '0' && line[7] != '1') || (len(line) > 12 && line[12] != ' ') {
-		return nil, fmt.Errorf("upstream: malformed status line %q", h1.Clip(line))
+		return fmt.Errorf("upstream: malformed status line %q", h1.Clip(line))
 	}
 	code := 0
 	for _, c := range line[9:12] {
 		if c < '0' || c > '9' {
-			return nil, fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
+			return fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
 		}
 		code = code*10 + int(c-'0')
 	}
 	if code < 100 {
-		return nil, fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
+		return fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
 	}
 	var reason []byte
 	if len(line) > 12 {
 		reason = line[13:]
 	}
 	if !h1.ValidHeaderValue(reason) {
-		return nil, errors.New("upstream: control character in the status line")
+		return errors.New("upstream: control character in the status line")
 	}
-	resp := &http.Response{StatusCode: code, Status: statusText(code, reason), ProtoMajor: 1, Proto: "HTTP/1.1"}
+	*resp = http.Response{StatusCode: code, Status: statusText(code, reason), ProtoMajor: 1, Proto: "HTTP/1.1"}
 	if line[7] == '0' {
 		resp.Proto = "HTTP/1.0"
 	} else {
 		resp.ProtoMinor = 1
 	}
-	return resp, nil
+	return nil
 }

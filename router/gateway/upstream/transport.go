@@ -184,7 +184,9 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 		return nil, t.failure(ctx, dl, err)
 	}
 	out.sent()
-	resp, err := readHead(c.br, &c.values)
+	// The answer's head and its body reader, in one allocation.
+	a := &answer{}
+	resp, err := readHead(c.br, &c.values, &a.resp)
 	if err != nil {
 		t.release(c, stop, false)
 		return nil, t.failure(ctx, dl, err)
@@ -201,8 +203,15 @@ func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, 
 		t.release(c, stop, f.keepAlive)
 		return resp, nil
 	}
-	resp.Body = &body{t: t, c: c, ctx: ctx, dl: dl, stop: stop, f: f, left: f.length}
+	a.body = body{t: t, c: c, ctx: ctx, dl: dl, stop: stop, f: f, left: f.length}
+	resp.Body = &a.body
 	return resp, nil
+}
+
+// answer is an exchange's result: the head and the body's reader.
+type answer struct {
+	resp http.Response
+	body body
 }
 
 // watcher is a context that runs callbacks itself once done, registered
