@@ -200,10 +200,12 @@ func (w *response) FlushError() error {
 }
 
 // SetWriteDeadline is what http.ResponseController.SetWriteDeadline calls.
+// A deadline already set up to a leeway later is kept (sockio.Lenient):
+// a handler that sets one before each write, as the gateway's do, moves
+// it about once a second rather than per write.
 func (w *response) SetWriteDeadline(t time.Time) error {
 	w.deadlineSet = true
-	w.c.writeDeadline = !t.IsZero()
-	return w.c.nc.SetWriteDeadline(t)
+	return w.c.moveWriteDeadline(t)
 }
 
 // dropStaleWriteDeadline clears, before this answer's first write, a
@@ -212,14 +214,20 @@ func (w *response) SetWriteDeadline(t time.Time) error {
 // saves a deadline change per request when every handler sets one (the
 // gateway's do).
 func (w *response) dropStaleWriteDeadline() {
-	if !w.deadlineSet && w.c.writeDeadline {
-		_ = w.c.nc.SetWriteDeadline(time.Time{})
-		w.c.writeDeadline = false
+	if !w.deadlineSet && !w.c.writeAt.IsZero() {
+		_ = w.c.moveWriteDeadline(time.Time{})
 	}
 }
 
-// SetReadDeadline is what http.ResponseController.SetReadDeadline calls.
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+// SetReadDeadline is what http.ResponseController.SetReadDeadline calls:
+// exactly t. It takes the watch's lock, which also sets read deadlines.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	err := w.c.nc.SetReadDeadline(t)
+	w.c.readAt = t
+	return err
+}
 
 // finish completes the answer after the handler returned and reports
 // whether the connection can carry another request.

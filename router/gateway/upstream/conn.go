@@ -28,7 +28,7 @@ type conn struct {
 	values  h1.Interner // header values its answers repeat
 	reused  bool        // taken from the pool rather than dialled for this request
 	// deadline is the socket's read and write deadline (zero: none), so
-	// an exchange sets it only when it changes.
+	// an exchange sets it only when it must change.
 	deadline time.Time
 	// interruptFn is interrupt as a func value, made once per connection
 	// rather than once per request.
@@ -77,9 +77,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) interrupt() { _ = c.nc.SetDeadline(aLongTimeAgo) }
 
-// setDeadline makes at the socket's deadline.
-func (c *conn) setDeadline(at time.Time) {
-	if !at.Equal(c.deadline) {
+// setDeadline makes the socket's deadline at, or one up to a leeway later
+// that is already set (sockio.Lenient): an exchange must be allowed until
+// at, and moving the deadline for every request on a busy connection
+// would cost a timer update each.
+func (c *conn) setDeadline(at, now time.Time) {
+	if at, keep := sockio.Lenient(c.deadline, at, now); !keep {
 		_ = c.nc.SetDeadline(at)
 		c.deadline = at
 	}

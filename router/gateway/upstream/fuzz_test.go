@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard/router/h1/h1test"
 )
@@ -37,7 +38,7 @@ func FuzzResponse(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := tr.exchange(context.Background(), nil, c, (*stdRequest)(req))
+		resp, err := tr.exchange(context.Background(), nil, c, (*stdRequest)(req), time.Now())
 		if err != nil {
 			return
 		}

@@ -131,7 +131,8 @@ func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, out outgoi
 	if ctx.Err() != nil {
 		return nil, nil, t.failure(ctx, nil, ctx.Err())
 	}
-	if err := dl.expired(nil, time.Now()); err != nil {
+	now := time.Now()
+	if err := dl.expired(nil, now); err != nil {
 		return nil, nil, err
 	}
 	var c *conn
@@ -151,7 +152,7 @@ func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, out outgoi
 		}
 		c = newConn(nc, key)
 	}
-	resp, err := t.exchange(ctx, dl, c, out)
+	resp, err := t.exchange(ctx, dl, c, out, now)
 	return resp, c, err
 }
 
@@ -169,10 +170,10 @@ func (t *Transport) dial(ctx context.Context, dl *deadlineContext, key string) (
 // deadline (dl) is the connection's; the context's cancellation
 // interrupts a blocked write or read by putting that deadline in the
 // past. No goroutine or timer of its own waits on either.
-func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, out outgoing) (*http.Response, error) {
+func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, out outgoing, now time.Time) (*http.Response, error) {
 	// Set before the interrupt is registered: an interrupt that fires
 	// at once must not be overwritten.
-	c.setDeadline(dl.deadline())
+	c.setDeadline(dl.deadline(), now)
 	stop := watchCancel(ctx, c)
 	c.written = 0
 	closeAfter := out.closeAfter()
