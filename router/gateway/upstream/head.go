@@ -99,9 +99,9 @@ func (h *Head) release() {
 	}
 }
 
-// skippedRequestHeader: the headers writeRequest and Head.writeTo write
-// themselves (Host, framing, Connection), or never (Trailer: bodies always
-// have a known length).
+// skippedRequestHeader reports the headers writeRequest and Head write
+// themselves (Host, framing, Connection) or never send (Trailer: bodies
+// always have a known length).
 func skippedRequestHeader(name string) bool {
 	switch name {
 	case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
