@@ -132,6 +132,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnthropicStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponsesStream -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/
 	$(GO) test -run '^$$' -fuzz FuzzResponse -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/upstream/
+	$(GO) test -run '^$$' -fuzz FuzzHead -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/gateway/upstream/
 	$(GO) test -run '^$$' -fuzz FuzzChunkSize -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/h1/
 	$(GO) test -run '^$$' -fuzz FuzzConnection -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./router/httpd/
 	$(GO) test -run '^$$' -fuzz FuzzParseExperiment -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./internal/groundtruth/

@@ -371,7 +371,9 @@ const EndedServed = "served"
 // (reason EndedServed), it leaves their backlog too. The reason is
 // recorded, so a replay releases exactly what the live core did.
 func (c *Core) Ended(req picker.Request, sel picker.Selection, at time.Time, reason string) {
-	c.record(Ended{At: at, RequestID: req.ID, Reason: reason})
+	if c.port != nil { // guarded here: boxing the event allocates
+		c.port.Record(Ended{At: at, RequestID: req.ID, Reason: reason})
+	}
 	if c.active.End(req.ID) {
 		c.sync(replica.Event{Kind: replica.Ended, RequestID: req.ID})
 	}
@@ -410,7 +412,9 @@ func (c *Core) sync(ev replica.Event) {
 // rank of a pair lets it go. Hosts report it for every request; it is
 // recorded whether tracking is on or not, so a replay can turn it on.
 func (c *Core) FirstToken(ev FirstToken) {
-	c.record(ev)
+	if c.port != nil {
+		c.port.Record(ev)
+	}
 	if c.active.FirstToken(ev.RequestID) {
 		c.sync(replica.Event{Kind: replica.FirstToken, RequestID: ev.RequestID})
 	}
@@ -419,7 +423,9 @@ func (c *Core) FirstToken(ev FirstToken) {
 // Progress reports a request's output so far, at block boundaries and
 // only while TracksOutput: its predicted output blocks decay.
 func (c *Core) Progress(ev Progress) {
-	c.record(ev)
+	if c.port != nil {
+		c.port.Record(ev)
+	}
 	if c.active.Progress(ev.RequestID, ev.OutputTokens) {
 		c.sync(replica.Event{Kind: replica.Progress, RequestID: ev.RequestID, OutputTokens: ev.OutputTokens})
 	}
@@ -433,7 +439,11 @@ func (c *Core) TracksOutput() bool { return c.tracked && c.tracking.OutputBlocks
 func (c *Core) Active() *active.Set { return c.active }
 
 // Outcome records how a request ended; the core itself does not use it.
-func (c *Core) Outcome(o Outcome) { c.record(o) }
+func (c *Core) Outcome(o Outcome) {
+	if c.port != nil {
+		c.port.Record(o)
+	}
+}
 
 // record hands one output to the port, if there is one.
 func (c *Core) record(out Output) {

@@ -34,8 +34,8 @@ func (g *Gateway) messages() http.Handler {
 			writeAnthropicError(w, http.StatusUnauthorized, codeInvalidAPIKey, "missing or invalid API key: send x-api-key: <key> or Authorization: Bearer <key>")
 			return
 		}
-		body, releaseBody, p := g.readBody(w, r, st)
-		defer releaseBody()
+		body, held, p := g.readBody(w, r, st)
+		defer g.bodies.give(held)
 		if p != nil {
 			writeAnthropicProblem(w, p)
 			return

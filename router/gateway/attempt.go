@@ -50,13 +50,16 @@ var errRequestTimeout = errors.New("request timeout")
 
 // attempt is one upstream request.
 type attempt struct {
-	b      *backend
-	trial  bool // the breaker's half-open trial
-	resp   *http.Response
+	b     *backend
+	trial bool // the breaker's half-open trial
+	resp  *http.Response
+	// head is the request as the builtin client sends it; it lives as
+	// long as the answer's body.
+	head   upstreamhttp.Head
 	ctx    context.Context
 	cancel context.CancelFunc
 	// timer ends a stream's attempt after idle without progress; nil
-	// for a buffered one, whose context carries its deadline.
+	// for a buffered one, whose deadline the upstream client holds.
 	timer *time.Timer
 	// idle > 0 makes the timeout a gap limit: progress restarts it.
 	idle    time.Duration
@@ -131,6 +134,8 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 		}
 	}
 	a := &attempt{b: b, trial: trial}
+	var end time.Time // a buffered attempt's deadline, and why it ends there
+	var cause error
 	if x.in.stream {
 		// A gap limit: progress restarts the timer; the request's
 		// deadline bounds the whole stream.
@@ -145,31 +150,40 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 		// comes first, carried to the upstream client, which makes it
 		// its connection's: no timer or context of its own to set up
 		// and release per request.
-		end, cause := time.Now().Add(b.timeout()), errBackendTimeout
+		end, cause = time.Now().Add(b.timeout()), errBackendTimeout
 		if x.deadline.Before(end) {
 			end, cause = x.deadline, errRequestTimeout
 		}
-		a.ctx, a.cancel = upstreamhttp.WithDeadline(x.ctx, end, cause), noCancel
+		a.ctx, a.cancel = x.ctx, noCancel
 	}
 
-	req, err := b.newRequest(a.ctx, path, x.r.URL.RawQuery, body)
-	if err != nil {
-		x.settle(a, metrics.ResultConnectError, failure)
-		return nil, connectFailed
+	var resp *http.Response
+	var err error
+	if t := x.g.transport.heads(); t != nil && b.sendKey != "" {
+		x.writeHead(&a.head, b, path, sel)
+		resp, err = t.Send(a.ctx, b.sendKey, &a.head, body, end, cause)
+	} else {
+		if !end.IsZero() {
+			a.ctx = upstreamhttp.WithDeadline(x.ctx, end, cause)
+		}
+		var req *http.Request
+		if req, err = b.newRequest(a.ctx, path, x.r.URL.RawQuery, body); err != nil {
+			x.settle(a, metrics.ResultConnectError, failure)
+			return nil, connectFailed
+		}
+		h := outboundHeaders(x.r.Header)
+		// The last strip, right before the only pins allowed are written.
+		stripDynamo(h)
+		if sel != nil {
+			setPins(h, sel)
+		}
+		h["Content-Type"] = jsonContentType
+		if x.in.stream {
+			h["Accept"] = eventStreamAccept
+		}
+		req.Header = h
+		resp, err = x.g.transport.RoundTrip(req)
 	}
-	h := outboundHeaders(x.r.Header)
-	// The last strip, right before the only pins allowed are written.
-	stripDynamo(h)
-	if sel != nil {
-		setPins(h, sel)
-	}
-	h.Set("Content-Type", "application/json")
-	if x.in.stream {
-		h.Set("Accept", "text/event-stream")
-	}
-	req.Header = h
-
-	resp, err := x.g.transport.RoundTrip(req)
 	if err != nil {
 		o := x.failed(a, err)
 		x.note.attempt(b.name, sel, 0)
@@ -194,6 +208,13 @@ func (x *exchange) send(b *backend, sel *picker.Selection, trial bool) (*attempt
 	}
 	return a, answered
 }
+
+// The values send sets, shared by every request (read only, and a length
+// equal to the capacity, so an append copies).
+var (
+	jsonContentType   = []string{"application/json"}
+	eventStreamAccept = []string{"text/event-stream"}
+)
 
 // failed classifies why an attempt got no (or only part of an) answer,
 // err being how it failed: the deadline that ended it is the cause of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,6 +25,10 @@ type backend struct {
 	// baseURL is base parsed once, when it needs nothing but a path
 	// appended (nil otherwise: each send parses base+path).
 	baseURL *url.URL
+	// sendKey is the host:port of a plain http:// base (empty otherwise),
+	// whose requests the builtin client takes as a rendered Head; sendPath
+	// is that base's path as sent, which request paths follow.
+	sendKey, sendPath string
 	// shim: listed in a dynamo.shim pool, so never a fallback target.
 	shim bool
 	rt   *runtime
@@ -113,14 +118,14 @@ type rotation struct {
 }
 
 // candidates lists the members usable now, starting at the next turn, so
-// retries walk on to the following members.
-func (r *rotation) candidates(k *apiKey, now time.Time) []*backend {
+// retries walk on to the following members. They are appended to buf.
+func (r *rotation) candidates(buf []*backend, k *apiKey, now time.Time) []*backend {
 	n := len(r.members)
 	if n == 0 {
 		return nil
 	}
 	start := int((r.next.Add(1) - 1) % uint64(n))
-	out := make([]*backend, 0, n)
+	out := buf[:0]
 	for i := range n {
 		if b := r.members[(start+i)%n]; b.usable(k, now) {
 			out = append(out, b)
@@ -162,6 +167,9 @@ type state struct {
 	modelMap map[string]string
 	reverse  map[string][]string
 	keys     []apiKey
+	// namespaces lists every pool's namespace in order: usableNamespaces'
+	// answer when all are usable, shared and never modified.
+	namespaces []string
 	// pinning: Dynamo and disaggregated serving are on and a pool exists.
 	pinning bool
 }
@@ -183,6 +191,12 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 	for _, bc := range cfg.Backends {
 		b := &backend{name: bc.Name, cfg: bc, base: strings.TrimRight(bc.URL, "/"), rw: newPromptRewrite(bc)}
 		b.baseURL = plainBase(b.base)
+		if u := b.baseURL; u != nil && u.Scheme == "http" {
+			b.sendKey, b.sendPath = u.Host, u.EscapedPath()
+			if u.Port() == "" {
+				b.sendKey = net.JoinHostPort(u.Hostname(), "80")
+			}
+		}
 		if rt := old[bc.Name]; rt != nil && rt.fits(b.name, b.base, bc) {
 			b.rt = rt
 		} else {
@@ -204,6 +218,7 @@ func buildState(cfg *config.Config, old map[string]*runtime, p *prober) (*state,
 		if len(pl.members) > 0 && st.poolByNS[pl.namespace] == nil {
 			st.pools = append(st.pools, pl)
 			st.poolByNS[pl.namespace] = pl
+			st.namespaces = append(st.namespaces, pl.namespace)
 		}
 	}
 	st.pinning = cfg.Dynamo.Enabled && cfg.DisaggregatedServing.Enabled && len(st.pools) > 0
@@ -279,12 +294,21 @@ func (st *state) renderReplica(namespaces []string) *backend {
 
 // usableNamespaces lists, in configuration order, the namespaces whose
 // pool has a replica the request could use now: the picker's candidates.
+// The usual answer, every pool, is one shared slice: callers only read it.
 func (st *state) usableNamespaces(k *apiKey, now time.Time) []string {
 	var out []string
-	for _, p := range st.pools {
-		if p.anyUsable(k, now) {
-			out = append(out, p.namespace)
+	for i, p := range st.pools {
+		switch usable := p.anyUsable(k, now); {
+		case out != nil:
+			if usable {
+				out = append(out, p.namespace)
+			}
+		case !usable:
+			out = append(make([]string, 0, len(st.pools)-1), st.namespaces[:i]...)
 		}
+	}
+	if out == nil {
+		return st.namespaces[:len(st.namespaces):len(st.namespaces)]
 	}
 	return out
 }

@@ -56,22 +56,22 @@ func (p *problem) noteOn(w http.ResponseWriter) {
 }
 
 // readBody reads the whole request body under the size limit and the
-// gateway's body budget; the caller runs release once the request's
-// answer has ended (the body is held until then). The server's
-// ReadTimeout bounds how long a slow client may take.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, st *state) (body []byte, release func(), p *problem) {
+// gateway's body budget; the caller gives the bytes held back to the
+// budget once the request's answer has ended (the body is held until
+// then). The server's ReadTimeout bounds how long a slow client may
+// take.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, st *state) (body []byte, held int64, p *problem) {
 	limit := maxBodyFor(st)
 	if r.ContentLength > limit {
-		return nil, func() {}, tooLarge() // refuse before reading a byte
+		return nil, 0, tooLarge() // refuse before reading a byte
 	}
-	br := &budgetReader{budget: &g.bodies, limit: budgetLimit(st.cfg.Gateway)}
-	release = func() { g.bodies.give(br.taken) }
-	data, p := readAll(w, r, limit, br)
+	br := budgetReader{budget: &g.bodies, limit: budgetLimit(st.cfg.Gateway)}
+	data, p := readAll(w, r, limit, &br)
 	if p != nil {
-		release()
-		return nil, func() {}, p
+		g.bodies.give(br.taken)
+		return nil, 0, p
 	}
-	return data, release, nil
+	return data, br.taken, nil
 }
 
 func tooLarge() *problem {

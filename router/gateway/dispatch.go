@@ -244,7 +244,8 @@ func (x *exchange) servePinned(p Pinner, req picker.Request, sel picker.Selectio
 		x.serveUnified(false)
 		return
 	}
-	a, o := x.try(pl.candidates(x.key, x.g.clock.Now()), pn)
+	var buf [4]*backend // room for the usual pool, on the stack
+	a, o := x.try(pl.candidates(buf[:0], x.key, x.g.clock.Now()), pn)
 	// The pins of the last send decide the path. A conditional-
 	// disaggregation bypass is unified: the decode worker prefills itself.
 	path := metrics.PathAggregated
@@ -363,7 +364,8 @@ func (x *exchange) serveUnified(fallback bool) {
 		return
 	}
 	x.countPath(path)
-	a, o := x.try(rot.candidates(x.key, x.g.clock.Now()), nil)
+	var buf [4]*backend
+	a, o := x.try(rot.candidates(buf[:0], x.key, x.g.clock.Now()), nil)
 	switch o {
 	case canceled:
 		x.writeCanceled()

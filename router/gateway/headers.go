@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	upstreamhttp "switchyard/router/gateway/upstream"
 	"switchyard/router/metrics"
 	"switchyard/router/picker"
 )
@@ -134,21 +135,10 @@ func connectionNamed(h http.Header) map[string]bool {
 	return named
 }
 
-// setPins writes the picker's choice: decimal instance ids, and a rank
-// header whenever the card declares data_parallel_size (rank 0 included).
-// A conditional-disaggregation bypass pins the decode worker alone.
-func setPins(h http.Header, sel *picker.Selection) {
-	// The numbers share one string and the values one array: two
-	// allocations for up to four pins.
-	var names [maxPins]string
-	var ends [maxPins]int
-	var digits [maxPins * 20]byte
-	buf, n := digits[:0], 0
-	pin := func(name string, v uint64) {
-		buf = strconv.AppendUint(buf, v, 10)
-		names[n], ends[n] = name, len(buf)
-		n++
-	}
+// eachPin names the picker's choice: decimal instance ids, and a rank
+// whenever the card declares data_parallel_size (rank 0 included). A
+// conditional-disaggregation bypass pins the decode worker alone.
+func eachPin(sel *picker.Selection, pin func(name string, v uint64)) {
 	pin(hdrWorkerID, sel.Decode.WorkerID)
 	if sel.Decode.DPDeclared {
 		pin(hdrDPRank, uint64(sel.Decode.DPRank))
@@ -159,6 +149,21 @@ func setPins(h http.Header, sel *picker.Selection) {
 			pin(hdrPrefillDPRank, uint64(sel.Prefill.DPRank))
 		}
 	}
+}
+
+// setPins writes the picker's choice into h.
+func setPins(h http.Header, sel *picker.Selection) {
+	// The numbers share one string and the values one array: two
+	// allocations for up to four pins.
+	var names [maxPins]string
+	var ends [maxPins]int
+	var digits [maxPins * 20]byte
+	buf, n := digits[:0], 0
+	eachPin(sel, func(name string, v uint64) {
+		buf = strconv.AppendUint(buf, v, 10)
+		names[n], ends[n] = name, len(buf)
+		n++
+	})
 	all := string(buf)
 	values := make([]string, n)
 	for i, start := 0, 0; i < n; i++ {
@@ -170,6 +175,36 @@ func setPins(h http.Header, sel *picker.Selection) {
 
 // maxPins is the most pin headers setPins sets.
 const maxPins = 4
+
+// writeHead renders the upstream request to b straight into h, with what
+// outboundHeaders, setPins and send's own values would put in a map: the
+// client's forwarded headers, the pins (when sel is set) and the body's
+// type. It is the builtin client's path (b.sendKey set).
+func (x *exchange) writeHead(h *upstreamhttp.Head, b *backend, path string, sel *picker.Selection) {
+	if q := x.r.URL.RawQuery; q != "" {
+		h.Start(http.MethodPost, b.baseURL.Host, b.sendPath, path, "?", q)
+	} else {
+		h.Start(http.MethodPost, b.baseURL.Host, b.sendPath, path)
+	}
+	client := x.r.Header
+	named := connectionNamed(client)
+	for k, values := range client {
+		if !forwarded(k) || named != nil && named[textproto.CanonicalMIMEHeaderKey(k)] ||
+			k == "Content-Type" || x.in.stream && k == "Accept" { // replaced below
+			continue
+		}
+		for _, v := range values {
+			h.Add(k, v)
+		}
+	}
+	if sel != nil {
+		eachPin(sel, h.AddUint)
+	}
+	h.Add("Content-Type", jsonContentType[0])
+	if x.in.stream {
+		h.Add("Accept", eventStreamAccept[0])
+	}
+}
 
 // copyResponseHeaders relays an upstream response's headers, minus
 // hop-by-hop ones, any Dynamo header (never echoed to clients) and any

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"switchyard/router/config"
 	"switchyard/router/discovery"
 	"switchyard/router/picker"
 )
@@ -187,4 +188,57 @@ func TestSetPinsAndDisclose(t *testing.T) {
 	disclose(d, "a", &sel)
 	disclose(d, "b", nil) // a fallback replaces the pinned attempt's disclosure
 	require.Equal(t, http.Header{hdrDiscloseBackend: {"b"}}, d)
+}
+
+// The builtin client's path renders each upstream request as a Head; the
+// net/http client's builds a header map. Both must send the same request:
+// the same forwarded headers (connection-scoped ones, secrets, Dynamo and
+// x-switchyard-* headers dropped), the pins, the body's type replacing the
+// client's, Accept for streams, the path, the query and the body.
+func TestBothUpstreamClientsSendTheSameRequest(t *testing.T) {
+	sent := http.Header{
+		"Connection": {"keep-alive, X-Hop"}, "X-Hop": {"1"}, "Keep-Alive": {"timeout=5"},
+		"Authorization": {"Bearer k"}, "Cookie": {"c=1"}, "Accept-Encoding": {"gzip"},
+		"X-Backend": {""}, "Te": {"trailers"}, "User-Agent": {"sdk"}, "X-Dynamo-Dp-Rank": {"9"},
+		"X-Switchyard-Backend": {"spoof"}, "X-Tenant": {"a", "b"}, "Content-Type": {"application/json; charset=utf-8"},
+		"Accept": {"application/json"},
+	}
+	got := map[string][]recorded{}
+	for _, client := range []string{config.UpstreamClientBuiltin, config.UpstreamClientNetHTTP} {
+		shim := newUpstream(t, "dyn-a")
+		cfg := dynamoConfig([]string{"dyn-a"}, backendFor(shim, clientModel))
+		cfg.Gateway.UpstreamClient = client
+		f := newFixture(t, cfg, []*discovery.Worker{
+			withDP(worker("dynamo", prefillID, discovery.RolePrefill, clientModel), 0),
+			withDP(worker("dynamo", decodeID, discovery.RoleDecode, clientModel), 1),
+		})
+		require.Equal(t, client == config.UpstreamClientBuiltin, f.gw.transport.heads() != nil, "%s: the Head path is the builtin client's", client)
+		for _, stream := range []bool{false, true} {
+			resp, body := f.post(pathChat+"?trace=1&x=%2F", chatBody(clientModel, stream), sent)
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		}
+		got[client] = shim.requests()
+		require.Len(t, got[client], 2, client)
+	}
+	builtin, std := got[config.UpstreamClientBuiltin], got[config.UpstreamClientNetHTTP]
+	for i := range builtin {
+		b, s := builtin[i], std[i]
+		assert.Equal(t, s.Header, b.Header, "request %d", i)
+		assert.Equal(t, s.Path, b.Path)
+		assert.Equal(t, "trace=1&x=%2F", b.Query)
+		assert.Equal(t, s.Query, b.Query)
+		assert.Equal(t, s.Body, b.Body)
+	}
+	h := builtin[0].Header
+	assert.Equal(t, []string{"a", "b"}, h["X-Tenant"])
+	assert.Equal(t, "application/json", h.Get("Content-Type"))
+	assert.Equal(t, "application/json", h.Get("Accept"), "a buffered request keeps the client's Accept")
+	assert.Equal(t, "text/event-stream", builtin[1].Header.Get("Accept"))
+	assert.Equal(t, strconv.FormatUint(decodeID, 10), h.Get(hdrWorkerID))
+	assert.Equal(t, "1", h.Get(hdrDPRank))
+	assert.Equal(t, strconv.FormatUint(prefillID, 10), h.Get(hdrPrefillID))
+	assert.Equal(t, "0", h.Get(hdrPrefillDPRank))
+	for _, gone := range []string{"X-Hop", "Keep-Alive", "Authorization", "Cookie", "X-Backend", "Te", "X-Switchyard-Backend", "Connection"} {
+		assert.Empty(t, h.Values(gone), gone)
+	}
 }

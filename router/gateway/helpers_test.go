@@ -31,6 +31,7 @@ import (
 // recorded is one request a test upstream received.
 type recorded struct {
 	Path   string
+	Query  string
 	Header http.Header
 	Body   []byte
 }
@@ -78,7 +79,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
-	u.got = append(u.got, recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	u.got = append(u.got, recorded{Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	respond := u.respond
 	u.mu.Unlock()
 	h := w.Header()

@@ -26,8 +26,8 @@ func (g *Gateway) responses() http.Handler {
 			writeUnauthorized(w)
 			return
 		}
-		body, releaseBody, p := g.readBody(w, r, st)
-		defer releaseBody()
+		body, held, p := g.readBody(w, r, st)
+		defer g.bodies.give(held)
 		if p != nil {
 			p.write(w)
 			return

@@ -94,8 +94,8 @@ func (g *Gateway) inference(k kind, path string) http.Handler {
 			writeUnauthorized(w)
 			return
 		}
-		body, releaseBody, p := g.readBody(w, r, st)
-		defer releaseBody()
+		body, held, p := g.readBody(w, r, st)
+		defer g.bodies.give(held)
 		if p != nil {
 			p.write(w)
 			return

@@ -117,16 +117,15 @@ func (x *exchange) pumpStream(a *attempt, body io.Reader, sink streamSink) (stri
 // streamSender writes to the client and flushes at once, each write
 // bounded by gateway.write_timeout.
 func (x *exchange) streamSender() sendFunc {
-	rc := http.NewResponseController(x.w)
-	dw := &deadlineWriter{w: x.w, rc: rc, d: x.writeTimeout()}
+	dw := &deadlineWriter{w: x.w, rc: *http.NewResponseController(x.w), d: x.writeTimeout()}
 	return func(p []byte) error {
 		if len(p) > 0 {
 			if _, err := dw.Write(p); err != nil {
 				return err
 			}
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(dw.d))
-		return rc.Flush()
+		_ = dw.rc.SetWriteDeadline(time.Now().Add(dw.d))
+		return dw.rc.Flush()
 	}
 }
 

@@ -71,5 +71,14 @@ func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	return u.builtin.RoundTrip(req)
 }
 
+// heads is the builtin client when it serves requests, for the sends it
+// takes as a rendered Head; nil while net/http's client is configured.
+func (u *upstreams) heads() *upstreamhttp.Transport {
+	if u.useStd.Load() {
+		return nil
+	}
+	return u.builtin
+}
+
 // CloseIdleConnections closes both clients' idle connections.
 func (u *upstreams) CloseIdleConnections() { u.builtin.CloseIdleConnections() }

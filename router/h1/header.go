@@ -13,14 +13,8 @@ import (
 // white space), which both ends refuse as request smuggling material.
 var ErrFolded = errors.New("h1: folded header line")
 
-// ParseHeaderLine splits "Name: value" in place: the name is canonicalized
-// and the value trimmed.
-func ParseHeaderLine(line []byte) (string, string, error) {
-	name, value, err := SplitHeaderLine(line)
-	return name, string(value), err
-}
-
-// SplitHeaderLine is ParseHeaderLine with the value left in line's bytes.
+// SplitHeaderLine splits "Name: value": the name is canonicalized, and the
+// value trimmed and left in line's bytes.
 func SplitHeaderLine(line []byte) (string, []byte, error) {
 	colon := bytes.IndexByte(line, ':')
 	if colon <= 0 {
@@ -38,6 +32,36 @@ func SplitHeaderLine(line []byte) (string, []byte, error) {
 		return "", nil, fmt.Errorf("h1: invalid value for header %q", Clip(name))
 	}
 	return CanonicalKey(name), value, nil
+}
+
+// Interner keeps the header values a connection's messages repeat (a
+// client sends the same Content-Type, User-Agent, Accept... with every
+// request, a server the same Content-Type and Server with every answer),
+// so each is allocated once per connection rather than once per message.
+// It is small and bounded: a peer cannot grow it. One goroutine at a time
+// uses it; the zero value is ready.
+type Interner struct {
+	values map[string]string
+}
+
+const (
+	maxInterned         = 32
+	maxInternedValueLen = 128
+)
+
+// Intern is b as a string, the one kept when b was seen before.
+func (c *Interner) Intern(b []byte) string {
+	if v, ok := c.values[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	if len(b) <= maxInternedValueLen && len(c.values) < maxInterned {
+		if c.values == nil {
+			c.values = make(map[string]string, 8)
+		}
+		c.values[v] = v
+	}
+	return v
 }
 
 // commonKeys are header names requests and answers usually carry, so their

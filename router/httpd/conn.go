@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard/router/h1"
 	"switchyard/router/sockio"
 )
 
@@ -38,10 +39,14 @@ type conn struct {
 	cr     connReader
 	br     *bufio.Reader
 	state  atomic.Int32
-	values valueCache // header values its requests repeat
-	// writeDeadline: the socket may hold a write deadline an answer's
-	// handler set (see dropStaleWriteDeadline).
-	writeDeadline bool
+	values h1.Interner // header values its requests repeat
+	// readAt and writeAt are the socket's deadlines as last set (zero:
+	// none), so that one already late enough is kept (sockio.Lenient). A
+	// write deadline an answer's handler set may linger into the next
+	// answer (see dropStaleWriteDeadline). readAt is the watch's too: the
+	// connection's goroutine uses it only while no watch runs, and c.mu
+	// orders the two.
+	readAt, writeAt time.Time
 
 	// The watch: after WatchAfter a second goroutine blocks in a one-byte
 	// read, so a client that leaves cancels its request's context.
@@ -84,9 +89,10 @@ func (c *conn) awaitRequest() bool {
 	if c.br.Buffered() == 0 {
 		switch d := c.srv.IdleTimeout; {
 		case d > 0:
-			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+			now := time.Now()
+			c.moveReadDeadline(now.Add(d), now)
 		case c.srv.ReadTimeout > 0: // the last request's deadline must not cut the wait
-			_ = c.nc.SetReadDeadline(time.Time{})
+			c.setReadDeadline(time.Time{})
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return false
@@ -103,23 +109,30 @@ func (c *conn) serveOne() bool {
 	// the socket: its deadline would be a deadline change for nothing.
 	if !c.headBuffered() {
 		if d := c.srv.ReadHeaderTimeout; d > 0 {
-			_ = c.nc.SetReadDeadline(start.Add(d))
+			c.setReadDeadline(start.Add(d))
 		} else if c.srv.IdleTimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Time{})
+			c.setReadDeadline(time.Time{})
 		}
 	}
-	hd, herr := c.readRequest()
+	// The response is made first: the request and its URL are parsed
+	// into it, one allocation for the three.
+	w := &response{c: c}
+	hd, herr := c.readRequest(&w.request, &w.url)
 	if herr != nil {
 		c.refuse(herr)
 		return false
 	}
 	switch d := c.srv.ReadTimeout; {
 	case d > 0:
-		_ = c.nc.SetReadDeadline(start.Add(d))
-	case c.srv.ReadHeaderTimeout > 0 || c.srv.IdleTimeout > 0: // the head's or the wait's, which must not cut the body
-		_ = c.nc.SetReadDeadline(time.Time{})
+		c.setReadDeadline(start.Add(d))
+	case (c.srv.ReadHeaderTimeout > 0 || c.srv.IdleTimeout > 0) && !c.bodyBuffered(hd):
+		// The head's or the wait's deadline must not cut the body. One
+		// already whole in the buffer is read without the socket, and
+		// the watch clears the deadline before it reads: kept then, it
+		// cuts nothing, and the next wait may keep it again.
+		c.setReadDeadline(time.Time{})
 	}
-	w := newResponse(c, hd)
+	w.start(hd)
 	c.run(w, w.req)
 	w.ctx.cancel()
 	keep := w.finish()
@@ -129,6 +142,44 @@ func (c *conn) serveOne() bool {
 	}
 	c.state.Store(stateIdle)
 	return true
+}
+
+// bodyBuffered reports whether hd's body (none included) is whole in the
+// read buffer.
+func (c *conn) bodyBuffered(hd head) bool {
+	return hd.length == 0 || !hd.chunked && !hd.expectContinue && int64(c.br.Buffered()) >= hd.length
+}
+
+// setReadDeadline sets the socket's read deadline to exactly t.
+func (c *conn) setReadDeadline(t time.Time) {
+	if !t.Equal(c.readAt) {
+		_ = c.nc.SetReadDeadline(t)
+		c.readAt = t
+	}
+}
+
+// moveReadDeadline sets a read deadline no earlier than want, keeping the
+// one set when it is late enough (sockio.Lenient).
+func (c *conn) moveReadDeadline(want, now time.Time) {
+	if at, keep := sockio.Lenient(c.readAt, want, now); !keep {
+		_ = c.nc.SetReadDeadline(at)
+		c.readAt = at
+	}
+}
+
+// moveWriteDeadline is moveReadDeadline's twin for writes; a zero want
+// clears the deadline.
+func (c *conn) moveWriteDeadline(want time.Time) error {
+	var now time.Time
+	if !want.IsZero() {
+		now = time.Now()
+	}
+	at, keep := sockio.Lenient(c.writeAt, want, now)
+	if keep {
+		return nil
+	}
+	c.writeAt = at
+	return c.nc.SetWriteDeadline(at)
 }
 
 // headBuffered reports whether the read buffer holds a whole request head
@@ -179,7 +230,7 @@ func (c *conn) startWatch() {
 		c.timer.Reset(c.srv.watchAfter())
 		return
 	}
-	_ = c.nc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 	c.watching = true
 	c.watchDone = make(chan struct{})
 	go c.watch(c.ctx, c.watchDone)
@@ -212,6 +263,7 @@ func (c *conn) endWatch() {
 		_ = c.nc.SetReadDeadline(aLongTimeAgo)
 		<-done
 		_ = c.nc.SetReadDeadline(time.Time{})
+		c.readAt = time.Time{}
 	}
 }
 

@@ -10,19 +10,26 @@ import (
 // returns or the watch sees the client leave. It implements AfterFunc, so
 // a context derived from it (a handler's timeout) registers a callback
 // instead of starting a goroutine per derivation, and makes its Done
-// channel only when someone asks.
+// channel only when someone asks. Watch and Unwatch are AfterFunc
+// without allocating, for a caller that registers per request (the
+// gateway's upstream client, once per exchange).
 type requestContext struct {
 	parent context.Context
 	mu     sync.Mutex
 	done   chan struct{}
 	err    error
-	funcs  []*afterFunc
+	funcs  []afterFunc
 	// funcsBuf holds the first callbacks, which are all most requests
 	// register, without a slice of their own.
-	funcsBuf [2]*afterFunc
+	funcsBuf [2]afterFunc
+	lastKey  uint64
 }
 
-type afterFunc struct{ f func() }
+// afterFunc is a registered callback; key tells registrations apart.
+type afterFunc struct {
+	f   func()
+	key uint64
+}
 
 func (c *requestContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *requestContext) Value(key any) any           { return c.parent.Value(key) }
@@ -48,29 +55,39 @@ func (c *requestContext) Err() error {
 // AfterFunc runs f on its own goroutine once the context is canceled; stop
 // reports whether it kept f from running.
 func (c *requestContext) AfterFunc(f func()) (stop func() bool) {
-	a := &afterFunc{f: f}
+	key := c.Watch(f)
+	return func() bool { return c.Unwatch(key) }
+}
+
+// Watch runs f on its own goroutine once the context is canceled (at once
+// if it is), and returns the key that Unwatch takes.
+func (c *requestContext) Watch(f func()) (key uint64) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastKey++
 	if c.err != nil {
-		c.mu.Unlock()
 		go f()
-		return func() bool { return false }
+		return c.lastKey
 	}
 	if c.funcs == nil {
 		c.funcs = c.funcsBuf[:0]
 	}
-	c.funcs = append(c.funcs, a)
-	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, g := range c.funcs {
-			if g == a {
-				c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
-				return true
-			}
+	c.funcs = append(c.funcs, afterFunc{f: f, key: c.lastKey})
+	return c.lastKey
+}
+
+// Unwatch reports whether it kept the f that Watch returned key for from
+// running; once it has run, or been unwatched, false.
+func (c *requestContext) Unwatch(key uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, a := range c.funcs {
+		if a.key == key {
+			c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
+			return true
 		}
-		return false
 	}
+	return false
 }
 
 // cancel ends the context with context.Canceled.

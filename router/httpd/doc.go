@@ -8,6 +8,11 @@
 // and watches a connection for the client leaving only once a request has
 // run for a while (Server.WatchAfter), which is when leaving matters.
 //
+// Its deadlines (the idle wait, and a write deadline a handler sets
+// through http.ResponseController) are lenient: one already set a little
+// later than needed is kept (sockio.Lenient), so they fire up to a
+// sixteenth of their length late, at most a second, never early.
+//
 // It speaks HTTP/1.0 and 1.1 without TLS, upgrades or hijacking: the
 // inference and admin routes need none of them.
 package httpd

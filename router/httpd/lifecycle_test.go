@@ -1,11 +1,15 @@
 package httpd
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,4 +222,81 @@ func TestWriteDeadlineEndsWithItsAnswer(t *testing.T) {
 		require.Equal(t, path, body)
 		time.Sleep(150 * time.Millisecond) // past the first answer's deadline
 	}
+}
+
+// countingConn counts the deadline changes made on it.
+type countingConn struct {
+	net.Conn
+	changes *atomic.Int32
+}
+
+func (c countingConn) SetDeadline(t time.Time) error {
+	c.changes.Add(1)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c countingConn) SetReadDeadline(t time.Time) error {
+	c.changes.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c countingConn) SetWriteDeadline(t time.Time) error {
+	c.changes.Add(1)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+type countingListener struct {
+	net.Listener
+	changes atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: c, changes: &l.changes}, nil
+}
+
+// A busy kept-alive connection moves its deadlines about once a second,
+// not two or three times per request: the idle wait keeps a deadline
+// already late enough, a body that came whole with its head leaves it in
+// place, and a handler's write deadline before each answer (the gateway
+// sets one) keeps the one set when it is late enough.
+func TestDeadlinesMoveRarelyOnABusyConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cl := &countingListener{Listener: ln}
+	s := &Server{
+		IdleTimeout: 2 * time.Minute, ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
+			_, _ = w.Write(b)
+		}),
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(cl) }()
+	defer func() {
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, <-done, ErrServerClosed)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	br := bufio.NewReader(c)
+	const requests = 300
+	start := time.Now()
+	for i := range requests {
+		body := strconv.Itoa(i)
+		_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		require.NoError(t, err)
+		_, got := readResponse(t, br, http.MethodPost)
+		require.Equal(t, body, got)
+	}
+	// A read and a write deadline to start, and about one move of each
+	// per second of the run after that.
+	seconds := int32(time.Since(start)/time.Second) + 1
+	require.LessOrEqual(t, cl.changes.Load(), 2+2*seconds+2, "%d deadline changes for %d requests in %v",
+		cl.changes.Load(), requests, time.Since(start))
 }

@@ -44,8 +44,9 @@ type head struct {
 	closeAfter     bool
 }
 
-// readRequest reads and checks one request head.
-func (c *conn) readRequest() (head, *headError) {
+// readRequest reads and checks one request head into req, and its target
+// into u when it is a plain path.
+func (c *conn) readRequest(req *http.Request, u *url.URL) (head, *headError) {
 	budget := c.srv.maxHeaderBytes()
 	line, err := h1.ReadLine(c.br, &budget)
 	if err == nil && len(line) == 0 { // RFC 9112 §2.2: an empty line before a request is ignored
@@ -65,14 +66,14 @@ func (c *conn) readRequest() (head, *headError) {
 	if !h1.ValidHeaderName(method) {
 		return head{}, badRequest("invalid method")
 	}
-	req := &http.Request{
+	*req = http.Request{
 		Method: methodString(method), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: minor,
 		RequestURI: string(target), RemoteAddr: c.remote,
 	}
 	if minor == 0 {
 		req.Proto = "HTTP/1.0"
 	}
-	if req.URL, err = parseTarget(req.RequestURI, req.Method); err != nil {
+	if req.URL, err = parseTarget(req.RequestURI, req.Method, u); err != nil {
 		return head{}, badRequest("invalid request target")
 	}
 	if req.Header, req.Host, err = readHeaders(c.br, &budget, &c.values); err != nil {
@@ -149,9 +150,9 @@ func methodString(m []byte) string {
 }
 
 // parseTarget parses the request target. An origin-form path of plain
-// characters, the usual case, is taken as it is; anything else goes
-// through url.ParseRequestURI, as net/http does.
-func parseTarget(target, method string) (*url.URL, error) {
+// characters, the usual case, is taken as it is, into u; anything else
+// goes through url.ParseRequestURI, as net/http does.
+func parseTarget(target, method string, u *url.URL) (*url.URL, error) {
 	if target == "*" {
 		if method != http.MethodOptions {
 			return nil, errors.New("httpd: * is a target for OPTIONS only")
@@ -160,7 +161,8 @@ func parseTarget(target, method string) (*url.URL, error) {
 	}
 	path, query, _ := strings.Cut(target, "?")
 	if plainPath(path) {
-		return &url.URL{Path: path, RawQuery: query}, nil
+		*u = url.URL{Path: path, RawQuery: query}
+		return u, nil
 	}
 	return url.ParseRequestURI(target)
 }
@@ -185,7 +187,7 @@ func plainPath(p string) bool {
 
 // readHeaders reads the header fields up to the empty line. Host is taken
 // out of the map, as net/http does.
-func readHeaders(br *bufio.Reader, budget *int, seen *valueCache) (http.Header, string, error) {
+func readHeaders(br *bufio.Reader, budget *int, seen *h1.Interner) (http.Header, string, error) {
 	values := make([]string, 0, 8) // one backing array for most heads
 	h := make(http.Header, 8)
 	host, hosts := "", 0
@@ -201,7 +203,7 @@ func readHeaders(br *bufio.Reader, budget *int, seen *valueCache) (http.Header, 
 		if err != nil {
 			return nil, "", badRequest(err.Error())
 		}
-		value := seen.intern(raw)
+		value := seen.Intern(raw)
 		if name == "Host" {
 			host, hosts = value, hosts+1
 			continue
@@ -264,30 +266,3 @@ func frame(req *http.Request) (head, *headError) {
 }
 
 func (e *headError) Error() string { return e.msg }
-
-// valueCache keeps the header values a connection's requests repeat (a
-// client sends the same Content-Type, User-Agent, Accept... every time),
-// so each is allocated once per connection rather than once per request.
-// It is small and bounded: a client cannot grow it.
-type valueCache struct {
-	values map[string]string
-}
-
-const (
-	maxCachedValues   = 32
-	maxCachedValueLen = 128
-)
-
-func (c *valueCache) intern(b []byte) string {
-	if v, ok := c.values[string(b)]; ok {
-		return v
-	}
-	v := string(b)
-	if len(b) <= maxCachedValueLen && len(c.values) < maxCachedValues {
-		if c.values == nil {
-			c.values = make(map[string]string, 8)
-		}
-		c.values[v] = v
-	}
-	return v
-}

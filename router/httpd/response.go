@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,14 +38,16 @@ var outPool = sync.Pool{New: func() any {
 
 var errFinished = errors.New("httpd: write after the handler returned")
 
-// response is one request's exchange: its ResponseWriter, its body and its
-// context, allocated together.
+// response is one request's exchange: its ResponseWriter, the request
+// with its URL, body and context, allocated together.
 type response struct {
-	c    *conn
-	req  *http.Request
-	ctx  requestContext
-	body body
-	out  *out
+	c       *conn
+	request http.Request
+	url     url.URL
+	req     *http.Request // &request
+	ctx     requestContext
+	body    body
+	out     *out
 
 	header      http.Header
 	status      int
@@ -60,8 +63,10 @@ type response struct {
 	deadlineSet bool
 }
 
-func newResponse(c *conn, hd head) *response {
-	w := &response{c: c, header: make(http.Header, 4), declared: -1, closeAfter: hd.closeAfter}
+// start readies w to answer the request hd describes.
+func (w *response) start(hd head) {
+	c := w.c
+	w.header, w.declared, w.closeAfter = make(http.Header, 4), -1, hd.closeAfter
 	w.ctx.parent = context.Background()
 	w.body = body{w: w, chunked: hd.chunked, remaining: max(hd.length, 0), continueDue: hd.expectContinue}
 	req := hd.req
@@ -79,7 +84,6 @@ func newResponse(c *conn, hd head) *response {
 	w.req = req
 	w.out = outPool.Get().(*out)
 	w.out.bw.Reset(c.nc)
-	return w
 }
 
 func (w *response) Header() http.Header { return w.header }
@@ -196,10 +200,12 @@ func (w *response) FlushError() error {
 }
 
 // SetWriteDeadline is what http.ResponseController.SetWriteDeadline calls.
+// A deadline already set up to a leeway later is kept (sockio.Lenient):
+// a handler that sets one before each write, as the gateway's do, moves
+// it about once a second rather than per write.
 func (w *response) SetWriteDeadline(t time.Time) error {
 	w.deadlineSet = true
-	w.c.writeDeadline = !t.IsZero()
-	return w.c.nc.SetWriteDeadline(t)
+	return w.c.moveWriteDeadline(t)
 }
 
 // dropStaleWriteDeadline clears, before this answer's first write, a
@@ -208,14 +214,20 @@ func (w *response) SetWriteDeadline(t time.Time) error {
 // saves a deadline change per request when every handler sets one (the
 // gateway's do).
 func (w *response) dropStaleWriteDeadline() {
-	if !w.deadlineSet && w.c.writeDeadline {
-		_ = w.c.nc.SetWriteDeadline(time.Time{})
-		w.c.writeDeadline = false
+	if !w.deadlineSet && !w.c.writeAt.IsZero() {
+		_ = w.c.moveWriteDeadline(time.Time{})
 	}
 }
 
-// SetReadDeadline is what http.ResponseController.SetReadDeadline calls.
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+// SetReadDeadline is what http.ResponseController.SetReadDeadline calls:
+// exactly t. It takes the watch's lock, which also sets read deadlines.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	err := w.c.nc.SetReadDeadline(t)
+	w.c.readAt = t
+	return err
+}
 
 // finish completes the answer after the handler returned and reports
 // whether the connection can carry another request.

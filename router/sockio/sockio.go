@@ -1,7 +1,8 @@
 //go:build linux
 
 // Package sockio reads and writes TCP sockets without the runtime's
-// blocking-system-call bookkeeping.
+// blocking-system-call bookkeeping, and tells when a socket's deadline
+// must move (Lenient).
 //
 // A read or write on a nonblocking socket never blocks: it copies what it can
 // and returns EAGAIN otherwise, and the runtime's poller does the waiting. Go

@@ -26,7 +26,7 @@ func (c *conn) peerClosed() bool {
 		}
 		c.raw, c.peekFn = rc, c.peek
 	}
-	c.setDeadline(time.Time{}) // the last exchange's may have passed while c idled
+	c.setDeadline(time.Time{}, time.Time{}) // the last exchange's may have passed while c idled
 	if err := c.raw.Read(c.peekFn); err != nil {
 		return true
 	}

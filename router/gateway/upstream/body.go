@@ -18,7 +18,7 @@ type body struct {
 	c    *conn
 	ctx  context.Context
 	dl   *deadlineContext // the exchange deadline, if any
-	stop func() bool      // unregisters the context's interrupt
+	stop cancelWatch      // unregisters the context's interrupt
 	f    framing
 	// left is what remains of the body (lengthBody) or of the current
 	// chunk (chunkedBody); inChunk is set between a chunk's size line and

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard/router/h1"
 	"switchyard/router/sockio"
 )
 
@@ -24,9 +25,10 @@ type conn struct {
 	// request, so a failed reuse can tell whether anything went out.
 	written int64
 	idleAt  time.Time
-	reused  bool // taken from the pool rather than dialled for this request
+	values  h1.Interner // header values its answers repeat
+	reused  bool        // taken from the pool rather than dialled for this request
 	// deadline is the socket's read and write deadline (zero: none), so
-	// an exchange sets it only when it changes.
+	// an exchange sets it only when it must change.
 	deadline time.Time
 	// interruptFn is interrupt as a func value, made once per connection
 	// rather than once per request.
@@ -75,9 +77,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func (c *conn) interrupt() { _ = c.nc.SetDeadline(aLongTimeAgo) }
 
-// setDeadline makes at the socket's deadline.
-func (c *conn) setDeadline(at time.Time) {
-	if !at.Equal(c.deadline) {
+// setDeadline makes the socket's deadline at, or one up to a leeway later
+// that is already set (sockio.Lenient): an exchange must be allowed until
+// at, and moving the deadline for every request on a busy connection
+// would cost a timer update each.
+func (c *conn) setDeadline(at, now time.Time) {
+	if at, keep := sockio.Lenient(c.deadline, at, now); !keep {
 		_ = c.nc.SetDeadline(at)
 		c.deadline = at
 	}

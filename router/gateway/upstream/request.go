@@ -11,12 +11,6 @@ import (
 	"switchyard/router/h1"
 )
 
-// skippedRequestHeaders are written by writeRequest itself (Host, framing,
-// Connection) or never sent (Trailer: bodies always have a known length).
-var skippedRequestHeaders = map[string]bool{
-	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Connection": true,
-}
-
 // writeRequest writes req's head and its body of known length to w and
 // flushes. The caller has checked that req fits (see supported).
 func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
@@ -47,7 +41,7 @@ func writeRequest(w *bufio.Writer, req *http.Request, closeAfter bool) error {
 		w.WriteString("Connection: close\r\n")
 	}
 	for name, values := range req.Header {
-		if skippedRequestHeaders[name] {
+		if skippedRequestHeader(name) {
 			continue
 		}
 		if !h1.ValidHeaderName(name) {
@@ -106,8 +100,8 @@ func closeRequested(req *http.Request) bool {
 }
 
 // validRequestTarget rejects a target that would break the request line.
-func validRequestTarget(s string) bool {
-	if s == "" {
+func validRequestTarget[T string | []byte](s T) bool {
+	if len(s) == 0 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

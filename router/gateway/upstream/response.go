@@ -25,10 +25,11 @@ var (
 )
 
 // readHead reads the status line and headers of the final answer to a
-// request, skipping 1xx interim answers. The body, if any, follows in br.
-func readHead(br *bufio.Reader) (*http.Response, error) {
+// request into resp, skipping 1xx interim answers. The body, if any,
+// follows in br.
+func readHead(br *bufio.Reader, values *h1.Interner, resp *http.Response) (*http.Response, error) {
 	for interim := 0; ; interim++ {
-		resp, err := readOneHead(br, interim == 0)
+		resp, err := readOneHead(br, values, resp, interim == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -44,11 +45,12 @@ func readHead(br *bufio.Reader) (*http.Response, error) {
 	}
 }
 
-// readOneHead reads one response head. first marks the first head of an
+// readOneHead reads one response head, its header values interned in
+// values (the connection's: its answers repeat them). first marks the first head of an
 // answer, whose empty read says the server closed the connection before
 // answering. That is not retried: the request went out, and the server
 // may have acted on it.
-func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
+func readOneHead(br *bufio.Reader, values *h1.Interner, resp *http.Response, first bool) (*http.Response, error) {
 	budget := maxHeadBytes
 	line, err := h1.ReadLine(br, &budget)
 	if err != nil {
@@ -57,11 +59,10 @@ func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 		}
 		return nil, headError(err)
 	}
-	resp, err := parseStatusLine(line)
-	if err != nil {
+	if err := parseStatusLine(line, resp); err != nil {
 		return nil, err
 	}
-	values := make([]string, 0, 8) // one backing array for most heads
+	all := make([]string, 0, 8) // one backing array for most heads
 	h := make(http.Header, 8)
 	for {
 		line, err := h1.ReadLine(br, &budget)
@@ -71,15 +72,16 @@ func readOneHead(br *bufio.Reader, first bool) (*http.Response, error) {
 		if len(line) == 0 {
 			break
 		}
-		name, value, err := h1.ParseHeaderLine(line)
+		name, raw, err := h1.SplitHeaderLine(line)
 		if err != nil {
 			return nil, err
 		}
-		if len(values) == cap(values) {
-			values = make([]string, 0, 8)
+		value := values.Intern(raw)
+		if len(all) == cap(all) {
+			all = make([]string, 0, 8)
 		}
-		values = append(values, value)
-		v := values[len(values)-1 : len(values) : len(values)]
+		all = append(all, value)
+		v := all[len(all)-1 : len(all) : len(all)]
 		if old, ok := h[name]; ok {
 			h[name] = append(old, value)
 		} else {
@@ -101,34 +103,35 @@ func headError(err error) error {
 	return fmt.Errorf("upstream: reading the response head: %w", err)
 }
 
-// parseStatusLine parses "HTTP/1.x 200 OK"; the reason may be empty.
-func parseStatusLine(line []byte) (*http.Response, error) {
+// parseStatusLine parses "HTTP/1.x 200 OK" into resp; the reason may be
+// empty.
+func parseStatusLine(line []byte, resp *http.Response) error {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
 		(line[7] != '0' && line[7] != '1') || (len(line) > 12 && line[12] != ' ') {
-		return nil, fmt.Errorf("upstream: malformed status line %q", h1.Clip(line))
+		return fmt.Errorf("upstream: malformed status line %q", h1.Clip(line))
 	}
 	code := 0
 	for _, c := range line[9:12] {
 		if c < '0' || c > '9' {
-			return nil, fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
+			return fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
 		}
 		code = code*10 + int(c-'0')
 	}
 	if code < 100 {
-		return nil, fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
+		return fmt.Errorf("upstream: malformed status code in %q", h1.Clip(line))
 	}
 	var reason []byte
 	if len(line) > 12 {
 		reason = line[13:]
 	}
 	if !h1.ValidHeaderValue(reason) {
-		return nil, errors.New("upstream: control character in the status line")
+		return errors.New("upstream: control character in the status line")
 	}
-	resp := &http.Response{StatusCode: code, Status: statusText(code, reason), ProtoMajor: 1, Proto: "HTTP/1.1"}
+	*resp = http.Response{StatusCode: code, Status: statusText(code, reason), ProtoMajor: 1, Proto: "HTTP/1.1"}
 	if line[7] == '0' {
 		resp.Proto = "HTTP/1.0"
 	} else {
 		resp.ProtoMinor = 1
 	}
-	return resp, nil
+	return nil
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -70,30 +71,68 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return RoundTripWith(t.Fallback, req)
 	}
 	ctx, dl := splitDeadline(req.Context())
-	key := hostPort(req)
+	return t.roundTrip(ctx, dl, hostPort(req), (*stdRequest)(req))
+}
+
+// roundTrip is RoundTrip's and Send's: tries on a pooled connection, and
+// once more on a new one when a reused one fails before any byte left.
+func (t *Transport) roundTrip(ctx context.Context, dl *deadlineContext, key string, out outgoing) (*http.Response, error) {
 	for retry := false; ; retry = true {
-		resp, c, err := t.tryOnce(ctx, dl, req, key, retry)
+		resp, c, err := t.tryOnce(ctx, dl, out, key, retry)
 		if err == nil {
 			return resp, nil
 		}
+		out.sent()
 		if retry || c == nil || !c.reused || !staleConn(err) || ctx.Err() != nil {
-			closeBody(req)
 			return nil, err
 		}
-		closeBody(req)
-		if req, err = rewound(req); err != nil {
+		if out, err = out.again(); err != nil {
 			return nil, err
 		}
 	}
 }
 
+// outgoing is a request as an exchange writes it: an http.Request or a
+// Head.
+type outgoing interface {
+	// writeTo writes the whole request and flushes.
+	writeTo(w *bufio.Writer, closeAfter bool) error
+	requestMethod() string
+	// closeAfter reports whether the request asks for the connection's
+	// close after its answer.
+	closeAfter() bool
+	// sent releases the body once it is written or will not be.
+	sent()
+	// again is the same request for a second attempt.
+	again() (outgoing, error)
+	// request is the http.Request, for the answer's Request field.
+	request() *http.Request
+}
+
+// stdRequest is an http.Request as an outgoing.
+type stdRequest http.Request
+
+func (r *stdRequest) req() *http.Request { return (*http.Request)(r) }
+func (r *stdRequest) writeTo(w *bufio.Writer, closeAfter bool) error {
+	return writeRequest(w, r.req(), closeAfter)
+}
+func (r *stdRequest) requestMethod() string  { return r.Method }
+func (r *stdRequest) closeAfter() bool       { return closeRequested(r.req()) }
+func (r *stdRequest) sent()                  { closeBody(r.req()) }
+func (r *stdRequest) request() *http.Request { return r.req() }
+func (r *stdRequest) again() (outgoing, error) {
+	req, err := rewound(r.req())
+	return (*stdRequest)(req), err
+}
+
 // tryOnce makes one attempt on a pooled connection (unless fresh) or a
 // new one. It returns the connection used, if any, with the error.
-func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, req *http.Request, key string, fresh bool) (*http.Response, *conn, error) {
+func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, out outgoing, key string, fresh bool) (*http.Response, *conn, error) {
 	if ctx.Err() != nil {
 		return nil, nil, t.failure(ctx, nil, ctx.Err())
 	}
-	if err := dl.expired(nil, time.Now()); err != nil {
+	now := time.Now()
+	if err := dl.expired(nil, now); err != nil {
 		return nil, nil, err
 	}
 	var c *conn
@@ -113,7 +152,7 @@ func (t *Transport) tryOnce(ctx context.Context, dl *deadlineContext, req *http.
 		}
 		c = newConn(nc, key)
 	}
-	resp, err := t.exchange(ctx, dl, c, req)
+	resp, err := t.exchange(ctx, dl, c, out, now)
 	return resp, c, err
 }
 
@@ -127,72 +166,111 @@ func (t *Transport) dial(ctx context.Context, dl *deadlineContext, key string) (
 	return t.dialer.DialContext(dctx, "tcp", key)
 }
 
-// exchange writes req on c and reads the answer's head. The exchange
+// exchange writes out on c and reads the answer's head. The exchange
 // deadline (dl) is the connection's; the context's cancellation
 // interrupts a blocked write or read by putting that deadline in the
 // past. No goroutine or timer of its own waits on either.
-func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, req *http.Request) (*http.Response, error) {
+func (t *Transport) exchange(ctx context.Context, dl *deadlineContext, c *conn, out outgoing, now time.Time) (*http.Response, error) {
 	// Set before the interrupt is registered: an interrupt that fires
 	// at once must not be overwritten.
-	c.setDeadline(dl.deadline())
+	c.setDeadline(dl.deadline(), now)
 	stop := watchCancel(ctx, c)
 	c.written = 0
-	closeAfter := closeRequested(req)
-	if err := writeRequest(c.bw, req, closeAfter); err != nil {
+	closeAfter := out.closeAfter()
+	if err := out.writeTo(c.bw, closeAfter); err != nil {
 		t.release(c, stop, false)
 		if c.written == 0 && isNetError(err) && dl.expired(err, time.Now()) == nil {
 			err = &unsentError{err}
 		}
 		return nil, t.failure(ctx, dl, err)
 	}
-	closeBody(req)
-	resp, err := readHead(c.br)
+	out.sent()
+	// The answer's head and its body reader, in one allocation.
+	a := &answer{}
+	resp, err := readHead(c.br, &c.values, &a.resp)
 	if err != nil {
 		t.release(c, stop, false)
 		return nil, t.failure(ctx, dl, err)
 	}
-	f, err := frameOf(resp, req.Method)
+	f, err := frameOf(resp, out.requestMethod())
 	if err != nil {
 		t.release(c, stop, false)
 		return nil, err
 	}
 	f.keepAlive = f.keepAlive && !closeAfter
-	resp.Request = req
+	resp.Request = out.request()
 	if f.kind == noBody || f.kind == lengthBody && f.length == 0 {
 		resp.Body = http.NoBody
 		t.release(c, stop, f.keepAlive)
 		return resp, nil
 	}
-	resp.Body = &body{t: t, c: c, ctx: ctx, dl: dl, stop: stop, f: f, left: f.length}
+	a.body = body{t: t, c: c, ctx: ctx, dl: dl, stop: stop, f: f, left: f.length}
+	resp.Body = &a.body
 	return resp, nil
 }
 
-func noStop() bool { return true }
+// answer is an exchange's result: the head and the body's reader.
+type answer struct {
+	resp http.Response
+	body body
+}
+
+// watcher is a context that runs callbacks itself once done, registered
+// and unregistered without allocating: the builtin server's request
+// contexts.
+type watcher interface {
+	Watch(f func()) (key uint64)
+	Unwatch(key uint64) bool
+}
 
 // afterFuncer is a context that runs callbacks itself once done.
 type afterFuncer interface {
 	AfterFunc(f func()) (stop func() bool)
 }
 
+// cancelWatch is an exchange's registration for its context's
+// cancellation: with a watcher, its key; with another context, the stop
+// func of its AfterFunc or context.AfterFunc; with neither, nothing.
+type cancelWatch struct {
+	w       watcher
+	key     uint64
+	stopped func() bool
+}
+
+// stop unregisters, and reports whether the interrupt never fired (and
+// now never will).
+func (cw cancelWatch) stop() bool {
+	switch {
+	case cw.w != nil:
+		return cw.w.Unwatch(cw.key)
+	case cw.stopped != nil:
+		return cw.stopped()
+	}
+	return true
+}
+
 // watchCancel arranges for c's blocked I/O to be interrupted once ctx is
 // canceled. A context that runs callbacks itself (the builtin server's
 // request contexts) takes the interrupt directly: no derived context and
 // no Done channel is made for it.
-func watchCancel(ctx context.Context, c *conn) (stop func() bool) {
-	if a, ok := ctx.(afterFuncer); ok {
-		return a.AfterFunc(c.interruptFn)
+func watchCancel(ctx context.Context, c *conn) cancelWatch {
+	switch w := ctx.(type) {
+	case watcher:
+		return cancelWatch{w: w, key: w.Watch(c.interruptFn)}
+	case afterFuncer:
+		return cancelWatch{stopped: w.AfterFunc(c.interruptFn)}
 	}
 	if ctx.Done() == nil {
-		return noStop
+		return cancelWatch{}
 	}
-	return context.AfterFunc(ctx, c.interruptFn)
+	return cancelWatch{stopped: context.AfterFunc(ctx, c.interruptFn)}
 }
 
 // release pools c when it may carry another request, and closes it
 // otherwise. A context whose interrupt already fired (stop reports
 // false) may have set a deadline on c, which is then never reused.
-func (t *Transport) release(c *conn, stop func() bool, keepAlive bool) {
-	if stop() && keepAlive && c.br.Buffered() == 0 {
+func (t *Transport) release(c *conn, cw cancelWatch, keepAlive bool) {
+	if cw.stop() && keepAlive && c.br.Buffered() == 0 {
 		t.pool.put(c)
 		return
 	}
