@@ -178,7 +178,7 @@ fixed="$work/fixed"
 for r in $(seq 1 "$ROUNDS"); do
 	for t in "${TARGETS[@]}"; do
 		IFS='|' read -r name addr _ <<<"$t"
-		line=$("$work/benchload" -url "http://$addr/v1/chat/completions" -rate "$RATE" -conns 64 -duration "$DURATION" 2>/dev/null)
+		line=$("$work/benchload" -url "http://$addr/v1/chat/completions" -rate "$RATE" -conns 64 -duration "$DURATION" 2>>"$work/benchload.err")
 		# "offered=N answered=N failed=N non2xx=N rps=N p50_ms=X ..." -> fields
 		printf '%s|%s|%s\n' "$RATE" "$name" "$(tr ' ' '\n' <<<"$line" | cut -d= -f2 | paste -sd'|')" >>"$fixed"
 	done
@@ -200,3 +200,10 @@ for t in "${TARGETS[@]}"; do
 		printf "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", rate, n, rps, p50, p90, p99, p999, bad, added
 	}'
 done
+# benchload prints the first few failures of each run; show them, so a
+# count in the last column comes with its reasons.
+if [ -s "$work/benchload.err" ]; then
+	echo
+	echo "benchload reported:"
+	sort "$work/benchload.err" | uniq -c | sort -rn | head -20
+fi
