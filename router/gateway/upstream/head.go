@@ -17,8 +17,8 @@ import (
 // gateway's inference path writes the client's forwarded headers and its
 // pins straight into it, where an http.Request would cost the request, a
 // header map to fill and one to walk again when writing. Its buffer is
-// pooled; Send returns it. A Head must not be reused or dropped until the
-// answer's body is closed (the body reader keeps its deadline).
+// pooled; Send returns it. A Head must not be started again until the
+// answer's body is closed: the body reader keeps the Head's deadline.
 type Head struct {
 	buf    []byte
 	pooled *[]byte // where buf came from
