@@ -100,15 +100,20 @@ var notForwarded = []string{"Authorization", "Cookie", "Host", "Content-Length",
 // are copied (their value slices capped, so an append never writes into
 // the client's).
 func outboundHeaders(client http.Header) http.Header {
-	named := connectionNamed(client)
 	h := make(http.Header, len(client)+maxPins) // room for the pins, so setting them does not grow the map
-	for k, v := range client {
-		if !forwarded(k) || named != nil && named[textproto.CanonicalMIMEHeaderKey(k)] {
-			continue
-		}
-		h[k] = v[:len(v):len(v)]
-	}
+	eachForwarded(client, func(k string, v []string) { h[k] = v[:len(v):len(v)] })
 	return h
+}
+
+// eachForwarded calls add with each client header an upstream request
+// carries: the rule outboundHeaders and writeHead share.
+func eachForwarded(client http.Header, add func(name string, values []string)) {
+	named := connectionNamed(client)
+	for k, v := range client {
+		if forwarded(k) && (named == nil || !named[textproto.CanonicalMIMEHeaderKey(k)]) {
+			add(k, v)
+		}
+	}
 }
 
 // forwarded reports whether a client header may reach an upstream, the
@@ -186,17 +191,14 @@ func (x *exchange) writeHead(h *upstreamhttp.Head, b *backend, path string, sel 
 	} else {
 		h.Start(http.MethodPost, b.baseURL.Host, b.sendPath, path)
 	}
-	client := x.r.Header
-	named := connectionNamed(client)
-	for k, values := range client {
-		if !forwarded(k) || named != nil && named[textproto.CanonicalMIMEHeaderKey(k)] ||
-			k == "Content-Type" || x.in.stream && k == "Accept" { // replaced below
-			continue
+	eachForwarded(x.r.Header, func(k string, values []string) {
+		if k == "Content-Type" || x.in.stream && k == "Accept" { // replaced below
+			return
 		}
 		for _, v := range values {
 			h.Add(k, v)
 		}
-	}
+	})
 	if sel != nil {
 		eachPin(sel, h.AddUint)
 	}

@@ -56,7 +56,15 @@ func (h *Head) Start(method, host string, target ...string) {
 
 // Add writes one header line. The headers Send writes itself (framing,
 // Connection, Host) are skipped; an invalid name or value fails the head.
-func (h *Head) Add(name, value string) {
+func (h *Head) Add(name, value string) { addLine(h, name, value) }
+
+// AddUint writes one header line whose value is v in decimal.
+func (h *Head) AddUint(name string, v uint64) {
+	var digits [20]byte
+	addLine(h, name, strconv.AppendUint(digits[:0], v, 10))
+}
+
+func addLine[T string | []byte](h *Head, name string, value T) {
 	if skippedRequestHeader(name) || h.err != nil {
 		return
 	}
@@ -69,20 +77,6 @@ func (h *Head) Add(name, value string) {
 		return
 	}
 	h.buf = append(append(append(append(h.buf, name...), ": "...), value...), "\r\n"...)
-}
-
-// AddUint writes one header line whose value is v in decimal.
-func (h *Head) AddUint(name string, v uint64) {
-	var digits [20]byte
-	d := strconv.AppendUint(digits[:0], v, 10)
-	if skippedRequestHeader(name) || h.err != nil {
-		return
-	}
-	if !h1.ValidHeaderName(name) {
-		h.err = fmt.Errorf("upstream: invalid header name %q", name)
-		return
-	}
-	h.buf = append(append(append(append(h.buf, name...), ": "...), d...), "\r\n"...)
 }
 
 // Err is why the head cannot be sent, if it cannot.
