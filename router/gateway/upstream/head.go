@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,11 +96,13 @@ func (h *Head) release() {
 
 // skippedRequestHeader reports the headers writeRequest and Head write
 // themselves (Host, framing, Connection) or never send (Trailer: bodies
-// always have a known length).
+// always have a known length), in any case: a second Content-Length
+// spelled otherwise would frame the request twice.
 func skippedRequestHeader(name string) bool {
-	switch name {
-	case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
-		return true
+	for _, s := range [...]string{"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection"} {
+		if strings.EqualFold(name, s) {
+			return true
+		}
 	}
 	return false
 }

@@ -97,7 +97,7 @@ func TestHeadSkipsTheHeadersSendWrites(t *testing.T) {
 	key := rs.ln.Addr().String()
 	var h Head
 	h.Start(http.MethodPost, key, "/p")
-	for _, name := range []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection"} {
+	for _, name := range []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection", "content-length", "HOST"} {
 		h.Add(name, "x")
 	}
 	h.Add("Accept", "text/event-stream")
